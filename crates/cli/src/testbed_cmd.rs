@@ -1,0 +1,613 @@
+//! `mgrp testbed ...`
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use mgrp_testbed::generator::{CrossTraffic, GenOptions, GenReport, BASE_PORT};
+use mgrp_testbed::rtt::{measure_rtt, RttStats};
+use mgrp_testbed::topology::{self, existing_namespaces, list_testbeds, State};
+use mgrp_testbed::truth::Bin;
+use mgrp_testbed::units::{fmt_rate, parse_bytes, parse_duration, parse_rate};
+use mgrp_testbed::{
+    Buffer, CrossPattern, DelayDir, DelayMode, Role, Shaper, Testbed, TestbedConfig, TruthSampler,
+};
+use serde::Serialize;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Subcommand)]
+pub enum TestbedCmd {
+    /// Build a testbed that stays up until `mgrp testbed down`.
+    Up(UpArgs),
+    /// Tear testbeds down: namespaces, links, qdiscs, the delay line process, state.
+    Down(DownArgs),
+    /// List testbeds, or show one with its bottleneck counters.
+    Status(StatusArgs),
+    /// Build a testbed, run cross traffic, print ground truth, tear down.
+    Run(RunArgs),
+    /// (internal) The delay line process of a testbed made by `up`.
+    #[command(hide = true)]
+    Delayline(DelaylineArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct PathArgs {
+    /// Bottleneck capacity (tc units: 20mbit, 500kbit, 1gbit).
+    #[arg(long, default_value = "20mbit", value_parser = rate)]
+    capacity: u64,
+    /// Bottleneck buffer: packets (100p), time at capacity (50ms) or bytes (64kb).
+    #[arg(long, default_value = "100p", value_parser = buffer)]
+    buffer: Buffer,
+    /// Shaper burst in bytes [default: max(100 B, 20 us × capacity); + one frame for tbf].
+    #[arg(long, value_parser = bytes)]
+    burst: Option<u64>,
+    /// Shaping discipline on the bottleneck.
+    #[arg(long, value_enum, default_value_t = ShaperArg::Htb)]
+    shaper: ShaperArg,
+    /// Extra one-way delay from the testbed's delay line (e.g. 20ms).
+    #[arg(long, value_parser = duration)]
+    delay: Option<Duration>,
+    /// Which direction the delay line delays.
+    #[arg(long, value_enum, default_value_t = DelayDirArg::Reverse)]
+    delay_dir: DelayDirArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ShaperArg {
+    Htb,
+    Tbf,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DelayDirArg {
+    Reverse,
+    Forward,
+    Both,
+}
+
+impl PathArgs {
+    fn config(&self, name: Option<String>) -> TestbedConfig {
+        TestbedConfig {
+            name,
+            capacity_bps: self.capacity,
+            buffer: self.buffer,
+            burst_bytes: self.burst,
+            shaper: match self.shaper {
+                ShaperArg::Htb => Shaper::Htb,
+                ShaperArg::Tbf => Shaper::Tbf,
+            },
+            delay: self.delay.filter(|d| !d.is_zero()),
+            delay_dir: match self.delay_dir {
+                DelayDirArg::Reverse => DelayDir::Reverse,
+                DelayDirArg::Forward => DelayDir::Forward,
+                DelayDirArg::Both => DelayDir::Both,
+            },
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct UpArgs {
+    /// Instance name (namespaces are mgrp-NAME-ROLE).
+    #[arg(long, default_value = "tb")]
+    name: String,
+    #[command(flatten)]
+    path: PathArgs,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct DownArgs {
+    /// Testbeds to remove.
+    names: Vec<String>,
+    /// Remove every testbed on this machine, including other users' running ones.
+    #[arg(long, conflicts_with = "names")]
+    all: bool,
+    /// Remove testbeds whose owning process has died (crashed runs and tests).
+    #[arg(long, conflicts_with = "names")]
+    stale: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    /// Show this testbed in detail.
+    name: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    path: PathArgs,
+    /// Cross traffic, repeatable: cbr:RATE, poisson:RATE, onoff:RATE[,on=,off=,dist=exp],
+    /// step:R1,R2,..[,every=T], tcp:FLOWS[,cc=bbr]; UDP kinds take size= and seed=. `none` for idle.
+    #[arg(long, default_value = "step:2,6,10,12,8,4mbit,every=2s", value_parser = pattern)]
+    cross: Vec<Option<CrossPattern>>,
+    /// How long to run the cross traffic.
+    #[arg(long, default_value = "12s", value_parser = duration)]
+    duration: Duration,
+    /// Ground-truth bin width in the JSON series.
+    #[arg(long, default_value = "100ms", value_parser = duration)]
+    bin: Duration,
+    /// Row width of the live table.
+    #[arg(long, default_value = "1s", value_parser = duration)]
+    report_every: Duration,
+    /// Spin before each UDP departure this long instead of sleeping (timer lateness absorber).
+    #[arg(long, default_value = "50us", value_parser = duration)]
+    spin: Duration,
+    /// Pings across the path to report RTT (0 = skip).
+    #[arg(long, default_value_t = 20)]
+    pings: u32,
+    /// Print one JSON document instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON document to this file.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+pub struct DelaylineArgs {
+    #[arg(long, required = true)]
+    ns: Vec<String>,
+    #[arg(long)]
+    delay_ns: u64,
+    #[arg(long)]
+    stats: std::path::PathBuf,
+}
+
+fn rate(s: &str) -> Result<u64, String> {
+    parse_rate(s).map_err(|e| e.to_string())
+}
+fn bytes(s: &str) -> Result<u64, String> {
+    parse_bytes(s).map_err(|e| e.to_string())
+}
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+fn buffer(s: &str) -> Result<Buffer, String> {
+    Buffer::parse(s).map_err(|e| e.to_string())
+}
+fn pattern(s: &str) -> Result<Option<CrossPattern>, String> {
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    CrossPattern::parse(s).map(Some).map_err(|e| e.to_string())
+}
+
+pub fn run(cmd: TestbedCmd) -> Result<()> {
+    match cmd {
+        TestbedCmd::Up(a) => up(a),
+        TestbedCmd::Down(a) => down(a),
+        TestbedCmd::Status(a) => status(a),
+        TestbedCmd::Run(a) => run_job(a),
+        TestbedCmd::Delayline(a) => delayline(a),
+    }
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Turn Ctrl-C and SIGTERM into a flag, so long operations stop and still tear down.
+fn catch_signals() {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let act = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        let _ = unsafe { sigaction(sig, &act) };
+    }
+}
+
+fn delay_mode_process() -> Result<DelayMode> {
+    let exe =
+        std::env::current_exe().context("cannot find the mgrp executable to run the delay line")?;
+    Ok(DelayMode::Process {
+        program: exe,
+        args: vec!["testbed".into(), "delayline".into()],
+    })
+}
+
+fn describe(tb: &Testbed) -> String {
+    let c = tb.config();
+    let shaper = match c.shaper {
+        Shaper::Htb => "htb",
+        Shaper::Tbf => "tbf",
+    };
+    let buf = match c.buffer {
+        Buffer::Packets(n) => format!("{n} packets"),
+        Buffer::Bytes(b) => format!("{b} B"),
+        Buffer::Time(d) => format!(
+            "{} ms = {} B",
+            d.as_secs_f64() * 1e3,
+            c.buffer.bytes(c.capacity_bps)
+        ),
+    };
+    let delay = match c.delay {
+        Some(d) => format!(
+            "{} ms one-way, {:?} path",
+            d.as_secs_f64() * 1e3,
+            c.delay_dir
+        )
+        .to_lowercase(),
+        None => "none".into(),
+    };
+    format!(
+        "testbed {name}\n  \
+         snd  {snd} ─┐                                   ┌─ rcv  {rcv}\n              r1 ══[{shaper} {cap}]══> r2\n  \
+         xsnd {xsnd} ─┘                                   └─ xrcv {xrcv}\n  \
+         bottleneck: r1 → r2, {cap}, burst {burst} B, buffer {buf}\n  \
+         delay line: {delay}\n  \
+         namespaces: {ns}-{{snd,xsnd,r1,r2,rcv,xrcv}}",
+        name = tb.name(),
+        snd = Role::Snd.addr(),
+        rcv = Role::Rcv.addr(),
+        xsnd = Role::Xsnd.addr(),
+        xrcv = Role::Xrcv.addr(),
+        cap = fmt_rate(c.capacity_bps as f64),
+        burst = c.burst(),
+        ns = topology::NS_PREFIX.to_string() + tb.name(),
+    )
+}
+
+fn up(a: UpArgs) -> Result<()> {
+    let tb = Testbed::up(a.path.config(Some(a.name)), delay_mode_process()?)?;
+    let rtt = measure_rtt(&tb, 10).ok();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "name": tb.name(), "config": tb.config(), "delay_pid": tb.delay_pid(),
+                "namespaces": existing_namespaces(tb.name()), "rtt": rtt,
+            }))?
+        );
+    } else {
+        println!("{}", describe(&tb));
+        if let Some(r) = &rtt {
+            println!(
+                "  rtt snd↔rcv: min {:.3} / median {:.3} / max {:.3} ms",
+                r.min_ms, r.p50_ms, r.max_ms
+            );
+        }
+        println!("up; remove with: mgrp testbed down {}", tb.name());
+    }
+    tb.persist()?;
+    Ok(())
+}
+
+fn down(a: DownArgs) -> Result<()> {
+    mgrp_testbed::netns::check_privileges()?;
+    let names: Vec<String> = if a.all {
+        list_testbeds()
+    } else if a.stale {
+        list_testbeds()
+            .into_iter()
+            .filter(|n| State::load(n).map(|s| s.is_stale()).unwrap_or(true))
+            .collect()
+    } else if a.names.is_empty() {
+        bail!("name a testbed to remove, or use --stale / --all (see `mgrp testbed status`)");
+    } else {
+        a.names.clone()
+    };
+    let mut report = Vec::new();
+    for n in &names {
+        if !a.all && !a.stale && State::load(n).is_none() && existing_namespaces(n).is_empty() {
+            bail!("no testbed named {n:?} (see `mgrp testbed status`)");
+        }
+        let removed = topology::teardown(n)?;
+        if !a.json {
+            println!(
+                "{n}: removed {} namespace(s){}",
+                removed.namespaces.len(),
+                if removed.processes.is_empty() {
+                    String::new()
+                } else {
+                    format!(", delay line pid {:?}", removed.processes)
+                }
+            );
+        }
+        report.push(serde_json::json!({ "name": n, "removed": removed }));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if names.is_empty() {
+        println!("nothing to remove");
+    }
+    Ok(())
+}
+
+fn status(a: StatusArgs) -> Result<()> {
+    let Some(name) = a.name else {
+        let rows: Vec<_> = list_testbeds()
+            .into_iter()
+            .map(|n| {
+                let st = State::load(&n);
+                serde_json::json!({
+                    "name": n,
+                    "namespaces": existing_namespaces(&n).len(),
+                    "capacity_bps": st.as_ref().map(|s| s.config.capacity_bps),
+                    "owner": match &st { None => "none (orphaned)".to_string(),
+                        Some(s) if s.is_stale() => format!("pid {} (dead: stale)", s.owner_pid.unwrap_or(0)),
+                        Some(s) => s.owner_pid.map(|p| format!("pid {p}")).unwrap_or_else(|| "up (persistent)".into()) },
+                })
+            })
+            .collect();
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        } else if rows.is_empty() {
+            println!("no testbeds");
+        } else {
+            println!(
+                "{:<24} {:>10} {:>14}  owner",
+                "name", "namespaces", "capacity"
+            );
+            for r in rows {
+                println!(
+                    "{:<24} {:>10} {:>14}  {}",
+                    r["name"].as_str().unwrap_or(""),
+                    r["namespaces"],
+                    r["capacity_bps"]
+                        .as_u64()
+                        .map(|c| fmt_rate(c as f64))
+                        .unwrap_or_else(|| "?".into()),
+                    r["owner"].as_str().unwrap_or("")
+                );
+            }
+        }
+        return Ok(());
+    };
+    mgrp_testbed::netns::check_privileges()?;
+    let tb = Testbed::attach(&name)?;
+    let ns = existing_namespaces(&name);
+    let state = State::load(&name);
+    let delay_alive = state
+        .as_ref()
+        .and_then(|s| s.delay_pid)
+        .map(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+    let mut counters = mgrp_testbed::truth::CounterSet::open(&tb)?;
+    let q = counters.bottleneck()?;
+    let delay = tb.delay_stats();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "name": name, "config": tb.config(), "namespaces": ns, "bottleneck_qdisc": q,
+                "delay_pid": state.as_ref().and_then(|s| s.delay_pid), "delay_alive": delay_alive, "delay_stats": delay,
+            }))?
+        );
+    } else {
+        println!("{}", describe(&tb));
+        println!("  namespaces present: {}/6", ns.len());
+        println!(
+            "  bottleneck qdisc {}: sent {} B / {} pkts, dropped {}, overlimits {}, backlog {} B",
+            q.kind, q.bytes, q.packets, q.drops, q.overlimits, q.backlog
+        );
+        if let Some(alive) = delay_alive {
+            println!(
+                "  delay line process: {}",
+                if alive {
+                    "running"
+                } else {
+                    "DEAD (reverse path broken; recreate the testbed)"
+                }
+            );
+        }
+        if let Some(d) = delay {
+            println!(
+                "  delay line: {} pkts, late p50 {} us / p99 {} us / max {:.0} us, dropped {}",
+                d.packets, d.late_us_p50, d.late_us_p99, d.late_us_max, d.dropped
+            );
+        }
+    }
+    Ok(())
+}
+
+fn delayline(a: DelaylineArgs) -> Result<()> {
+    catch_signals();
+    let line = mgrp_testbed::delayline::DelayLine::start(
+        a.ns,
+        topology::DELAY_DEV,
+        Duration::from_nanos(a.delay_ns),
+    )?;
+    while !INTERRUPTED.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = std::fs::write(&a.stats, serde_json::to_vec(&line.stats())?);
+    }
+    line.stop();
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct RunReport {
+    testbed: String,
+    config: TestbedConfig,
+    rtt: Option<RttStats>,
+    delay_line: Option<mgrp_testbed::delayline::DelayStats>,
+    cross: Vec<CrossPattern>,
+    generators: Vec<GenReport>,
+    /// Ground truth over the whole run.
+    summary: Option<Bin>,
+    bin_s: f64,
+    /// CLOCK_MONOTONIC ns at t = 0 of the bins.
+    origin_ns: u64,
+    bins: Vec<Bin>,
+    interrupted: bool,
+}
+
+fn run_job(a: RunArgs) -> Result<()> {
+    if a.duration.is_zero() || a.duration > Duration::from_secs(24 * 3600) {
+        bail!("--duration must be between 1ms and 24h");
+    }
+    if a.bin < Duration::from_millis(10) || a.report_every < a.bin {
+        bail!("--bin must be at least 10ms and --report-every at least --bin");
+    }
+    let patterns: Vec<CrossPattern> = a.cross.iter().flatten().cloned().collect();
+    catch_signals();
+    let human = !a.json;
+    let tb = Testbed::up(a.path.config(None), DelayMode::Thread)?;
+    if human {
+        println!("{}", describe(&tb));
+    }
+    let rtt = if a.pings > 0 {
+        Some(measure_rtt(&tb, a.pings)?)
+    } else {
+        None
+    };
+    if let (true, Some(r)) = (human, &rtt) {
+        println!(
+            "  rtt snd↔rcv ({} pings): min {:.3} / median {:.3} / p90 {:.3} / max {:.3} ms",
+            r.sent, r.min_ms, r.p50_ms, r.p90_ms, r.max_ms
+        );
+    }
+    let sampler = TruthSampler::start(&tb, a.bin)?;
+    let opts = GenOptions {
+        spin: a.spin,
+        max_duration: a.duration + Duration::from_secs(1),
+    };
+    let mut gens = Vec::new();
+    for (i, p) in patterns.iter().enumerate() {
+        gens.push(CrossTraffic::start(&tb, p, BASE_PORT + i as u16, &opts)?);
+    }
+    let start = mgrp_testbed::clock::now_ns();
+    if human {
+        let names: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
+        println!(
+            "  cross traffic: {}",
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(" + ")
+            }
+        );
+        println!("  rates are Ethernet-frame bits as the shaper counts them; A = C − cross that left the bottleneck\n");
+        println!(
+            "{:>11} {:>12} {:>12} {:>12} {:>12} {:>8} {:>10}",
+            "t (s)", "cross B", "cross Mb/s", "config Mb/s", "A Mb/s", "drops", "backlog B"
+        );
+    }
+    let step = a.report_every.as_nanos() as u64;
+    let end = start + a.duration.as_nanos() as u64;
+    let mut next = start + step;
+    while next <= end && !INTERRUPTED.load(Ordering::Relaxed) {
+        // Sleep in slices so Ctrl-C is seen; rows print once the sampler has passed their end.
+        while mgrp_testbed::clock::now_ns() < next + a.bin.as_nanos() as u64
+            && !INTERRUPTED.load(Ordering::Relaxed)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if human {
+            if let Some(b) = sampler.truth().window(next - step, next) {
+                let t = Duration::from_nanos(next - step - start);
+                let configured: f64 = patterns.iter().filter_map(|p| p.rate_at(t)).sum();
+                println!(
+                    "{:>5.1}-{:<5.1} {:>12.0} {:>12.3} {:>12} {:>12.3} {:>8.0} {:>10}",
+                    (next - step - start) as f64 / 1e9,
+                    (next - start) as f64 / 1e9,
+                    b.cross_bytes,
+                    b.cross_bps / 1e6,
+                    if patterns.iter().all(|p| p.mean_rate_bps().is_some()) && !patterns.is_empty()
+                    {
+                        format!("{:.3}", configured / 1e6)
+                    } else {
+                        "-".into()
+                    },
+                    b.avail_bps / 1e6,
+                    b.drops,
+                    b.backlog_bytes
+                );
+                let _ = std::io::stdout().flush();
+            }
+        }
+        next += step;
+    }
+    let interrupted = INTERRUPTED.load(Ordering::Relaxed);
+    let stop_at = mgrp_testbed::clock::now_ns().min(end);
+    let mut reports = Vec::new();
+    for g in gens {
+        reports.push(g.stop()?);
+    }
+    let truth = sampler.stop()?;
+    let summary = truth.window(start, stop_at);
+    let bins: Vec<Bin> = truth.bins(a.bin);
+    let report = RunReport {
+        testbed: tb.name().into(),
+        config: tb.config().clone(),
+        rtt,
+        delay_line: tb.delay_stats(),
+        cross: patterns.clone(),
+        generators: reports,
+        summary,
+        bin_s: a.bin.as_secs_f64(),
+        origin_ns: truth.origin_ns,
+        bins,
+        interrupted,
+    };
+    let json = serde_json::to_string_pretty(&report)?;
+    if let Some(path) = &a.out {
+        std::fs::write(path, &json).with_context(|| format!("write {}", path.display()))?;
+    }
+    if a.json {
+        println!("{json}");
+    } else {
+        if let Some(s) = &report.summary {
+            println!(
+                "\nwhole run {:.1}-{:.1} s: C {} | cross {} | A {} | measured flow {} | total sent {} | drops {}",
+                s.start_s - (start - truth.origin_ns) as f64 / 1e9,
+                s.end_s - (start - truth.origin_ns) as f64 / 1e9,
+                fmt_rate(s.capacity_bps),
+                fmt_rate(s.cross_bps),
+                fmt_rate(s.avail_bps),
+                fmt_rate(s.fg_bps),
+                fmt_rate(s.total_bps),
+                s.drops
+            );
+        }
+        for g in &report.generators {
+            println!(
+                "generator {}: sent {} pkts / {} B in {:.2} s ({}), send errors {}, max lag {:.0} us",
+                g.pattern,
+                g.sent_packets,
+                g.sent_bytes,
+                g.duration_s,
+                fmt_rate(g.sent_bytes as f64 * 8.0 / g.duration_s.max(1e-9)),
+                g.send_errors,
+                g.max_lag_us
+            );
+        }
+        if let Some(d) = &report.delay_line {
+            println!(
+                "delay line: target {:.3} ms, {} pkts held, departure lateness p50 {} / p90 {} / p99 {} / max {:.0} us",
+                d.target_delay_s * 1e3,
+                d.packets,
+                d.late_us_p50,
+                d.late_us_p90,
+                d.late_us_p99,
+                d.late_us_max
+            );
+        }
+        if let Some(p) = &a.out {
+            println!(
+                "full series ({} bins of {} ms): {}",
+                report.bins.len(),
+                a.bin.as_millis(),
+                p.display()
+            );
+        }
+        if interrupted {
+            println!("interrupted; testbed torn down");
+        }
+    }
+    drop(tb);
+    Ok(())
+}

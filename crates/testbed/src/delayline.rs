@@ -1,0 +1,298 @@
+//! A delay line for kernels without `netem`: packets routed into a TUN device are held for a
+//! fixed time and written back into the same namespace, which forwards them on (policy routing
+//! sends what comes out of the TUN the normal way).
+
+use crate::clock::{now_ns, tighten_timer_slack};
+use crate::Error;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Bytes the line may hold at once; more is dropped and counted (every buffer has a bound).
+pub const MAX_QUEUED_BYTES: usize = 64 << 20;
+/// Largest packet read from the TUN (its MTU is 1500).
+const MAX_PKT: usize = 2048;
+/// Lateness histogram resolution: 1 us buckets up to this many us.
+const HIST_US: usize = 20_000;
+
+/// What the delay line did: how many packets, and how late each left against its due time.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DelayStats {
+    pub target_delay_s: f64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub dropped: u64,
+    pub write_errors: u64,
+    /// Departure lateness (actual − due) in microseconds.
+    pub late_us_p50: f64,
+    pub late_us_p90: f64,
+    pub late_us_p99: f64,
+    pub late_us_max: f64,
+}
+
+struct Recorder {
+    hist: Vec<u64>,
+    max_ns: u64,
+    stats: DelayStats,
+}
+
+impl Recorder {
+    fn new(delay: Duration) -> Self {
+        Recorder {
+            hist: vec![0; HIST_US + 1],
+            max_ns: 0,
+            stats: DelayStats {
+                target_delay_s: delay.as_secs_f64(),
+                ..Default::default()
+            },
+        }
+    }
+    fn record(&mut self, late_ns: u64, bytes: usize) {
+        self.hist[((late_ns / 1000) as usize).min(HIST_US)] += 1;
+        self.max_ns = self.max_ns.max(late_ns);
+        self.stats.packets += 1;
+        self.stats.bytes += bytes as u64;
+    }
+    fn snapshot(&self) -> DelayStats {
+        let n: u64 = self.hist.iter().sum();
+        let q = |p: f64| -> f64 {
+            if n == 0 {
+                return 0.0;
+            }
+            let want = ((p * n as f64).ceil() as u64).max(1);
+            let mut acc = 0;
+            for (us, c) in self.hist.iter().enumerate() {
+                acc += c;
+                if acc >= want {
+                    return us as f64;
+                }
+            }
+            HIST_US as f64
+        };
+        DelayStats {
+            late_us_p50: q(0.5),
+            late_us_p90: q(0.9),
+            late_us_p99: q(0.99),
+            late_us_max: self.max_ns as f64 / 1000.0,
+            ..self.stats.clone()
+        }
+    }
+}
+
+/// A running delay line: one thread per namespace it serves.
+pub struct DelayLine {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<Result<(), Error>>>,
+    recorders: Vec<Arc<Mutex<Recorder>>>,
+}
+
+impl DelayLine {
+    /// Create TUN device `dev` in each of `namespaces` and start holding what is routed into it
+    /// for `delay`. Returns once every device exists (still down; the caller routes into it).
+    pub fn start(namespaces: Vec<String>, dev: &str, delay: Duration) -> Result<DelayLine, Error> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut line = DelayLine {
+            stop: stop.clone(),
+            threads: Vec::new(),
+            recorders: Vec::new(),
+        };
+        for ns in namespaces {
+            let rec = Arc::new(Mutex::new(Recorder::new(delay)));
+            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+            let (stop2, rec2, dev2) = (stop.clone(), rec.clone(), dev.to_string());
+            let h = crate::netns::spawn_in(&ns, "delayline", move || {
+                let tun = match open_tun(&dev2) {
+                    Ok(t) => {
+                        let _ = ready_tx.send(Ok(()));
+                        t
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return Err(e);
+                    }
+                };
+                run(tun, delay.as_nanos() as u64, &stop2, &rec2)
+            })?;
+            line.threads.push(h);
+            line.recorders.push(rec);
+            match ready_rx.recv_timeout(Duration::from_secs(5)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(Error::Setup(format!("delay line in {ns}: {e}"))),
+                Err(_) => return Err(Error::Setup(format!("delay line in {ns} did not start"))),
+            }
+        }
+        Ok(line)
+    }
+
+    /// Statistics summed over the line's namespaces (percentiles: the worst of them).
+    pub fn stats(&self) -> DelayStats {
+        let mut total = DelayStats::default();
+        for r in &self.recorders {
+            let s = r.lock().map(|r| r.snapshot()).unwrap_or_default();
+            total.target_delay_s = s.target_delay_s;
+            total.packets += s.packets;
+            total.bytes += s.bytes;
+            total.dropped += s.dropped;
+            total.write_errors += s.write_errors;
+            total.late_us_p50 = total.late_us_p50.max(s.late_us_p50);
+            total.late_us_p90 = total.late_us_p90.max(s.late_us_p90);
+            total.late_us_p99 = total.late_us_p99.max(s.late_us_p99);
+            total.late_us_max = total.late_us_max.max(s.late_us_max);
+        }
+        total
+    }
+
+    /// Stop and join the threads; their TUN devices disappear with them.
+    pub fn stop(mut self) -> DelayStats {
+        self.halt();
+        self.stats()
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.threads.drain(..) {
+            if let Ok(Err(e)) = h.join() {
+                eprintln!("mgrp delay line: {e}");
+            }
+        }
+    }
+}
+
+impl Drop for DelayLine {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+fn open_tun(dev: &str) -> Result<OwnedFd, Error> {
+    const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; libc::IFNAMSIZ],
+        flags: libc::c_short,
+        _pad: [u8; 22],
+    }
+    if dev.is_empty() || dev.len() >= libc::IFNAMSIZ {
+        return Err(Error::BadInput(format!("bad TUN device name {dev:?}")));
+    }
+    // SAFETY: plain open(2) of a fixed path; the fd is owned right away.
+    let raw = unsafe {
+        libc::open(
+            c"/dev/net/tun".as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if raw < 0 {
+        return Err(Error::Setup(format!(
+            "open /dev/net/tun: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: raw is a fresh, valid fd that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut req = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        flags: (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short,
+        _pad: [0; 22],
+    };
+    req.name[..dev.len()].copy_from_slice(dev.as_bytes());
+    // SAFETY: TUNSETIFF reads and writes an ifreq, which IfReq lays out.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req) } < 0 {
+        return Err(Error::Setup(format!(
+            "TUNSETIFF {dev}: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(fd)
+}
+
+fn run(tun: OwnedFd, delay_ns: u64, stop: &AtomicBool, rec: &Mutex<Recorder>) -> Result<(), Error> {
+    tighten_timer_slack();
+    let fd = tun.as_raw_fd();
+    let mut queue: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
+    let mut queued = 0usize;
+    let mut spare: Vec<Vec<u8>> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        // Take in everything that has arrived.
+        loop {
+            let mut buf = spare.pop().unwrap_or_default();
+            buf.resize(MAX_PKT, 0);
+            // SAFETY: buf has MAX_PKT writable bytes.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), MAX_PKT) };
+            if n <= 0 {
+                spare.push(buf);
+                break;
+            }
+            buf.truncate(n as usize);
+            if queued + buf.len() > MAX_QUEUED_BYTES {
+                if let Ok(mut r) = rec.lock() {
+                    r.stats.dropped += 1;
+                }
+                spare.push(buf);
+                continue;
+            }
+            queued += buf.len();
+            queue.push_back((now_ns() + delay_ns, buf));
+        }
+        // Release what is due. The delay is constant, so the queue is in due order.
+        let now = now_ns();
+        while queue.front().is_some_and(|(due, _)| *due <= now) {
+            let (due, pkt) = queue.pop_front().expect("front exists");
+            queued -= pkt.len();
+            // SAFETY: pkt is a valid buffer of pkt.len() bytes.
+            let w = unsafe { libc::write(fd, pkt.as_ptr().cast(), pkt.len()) };
+            if let Ok(mut r) = rec.lock() {
+                if w < 0 {
+                    r.stats.write_errors += 1;
+                } else {
+                    r.record(now_ns().saturating_sub(due), pkt.len());
+                }
+            }
+            if spare.len() < 1024 {
+                spare.push(pkt);
+            }
+        }
+        // Sleep until the next packet is due or one arrives (at most 50 ms, to see `stop`).
+        let wait_ns = queue
+            .front()
+            .map(|(due, _)| due.saturating_sub(now_ns()))
+            .unwrap_or(u64::MAX)
+            .min(50_000_000);
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: wait_ns as libc::c_long,
+        };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, a valid timespec, no signal mask change.
+        unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lateness_percentiles() {
+        let mut r = Recorder::new(Duration::from_millis(20));
+        for us in 0..100u64 {
+            r.record(us * 1000 + 500, 100);
+        }
+        let s = r.snapshot();
+        assert_eq!(s.packets, 100);
+        assert_eq!(s.bytes, 10_000);
+        assert_eq!(s.late_us_p50, 49.0);
+        assert_eq!(s.late_us_p99, 98.0);
+        assert_eq!(s.late_us_max, 99.5);
+        assert_eq!(s.target_delay_s, 0.02);
+    }
+}

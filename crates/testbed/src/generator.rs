@@ -1,0 +1,382 @@
+//! Cross-traffic generators: UDP senders that follow a [`Schedule`](crate::pattern::Schedule)
+//! to the microsecond, greedy TCP flows, and the sinks that receive them in `xrcv`.
+
+use crate::clock::{now_ns, sleep_until, tighten_timer_slack, wait_until};
+use crate::netns::spawn_in;
+use crate::pattern::{CrossPattern, ETH_HLEN};
+use crate::topology::{Role, Testbed};
+use crate::Error;
+use serde::Serialize;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// First port the generators use on xrcv; pattern i uses this + i.
+pub const BASE_PORT: u16 = 5200;
+
+#[derive(Debug, Clone)]
+pub struct GenOptions {
+    /// Spin this long before each UDP departure instead of sleeping, to absorb timer lateness.
+    pub spin: Duration,
+    /// Hard bound on how long the generator runs, whatever else happens.
+    pub max_duration: Duration,
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        GenOptions {
+            spin: Duration::from_micros(50),
+            max_duration: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// What one generator did, from its own side (the ground truth is read at the bottleneck).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GenReport {
+    pub pattern: String,
+    pub configured_bps: Option<f64>,
+    pub duration_s: f64,
+    pub sent_packets: u64,
+    /// UDP: Ethernet frame bytes sent; TCP: payload bytes written.
+    pub sent_bytes: u64,
+    pub send_errors: u64,
+    /// Largest lateness of a UDP departure against its schedule, microseconds.
+    pub max_lag_us: f64,
+    pub received_packets: u64,
+    pub received_bytes: u64,
+}
+
+#[derive(Default)]
+struct Shared {
+    stop: AtomicBool,
+    sink_stop: AtomicBool,
+    sent_packets: AtomicU64,
+    sent_bytes: AtomicU64,
+    send_errors: AtomicU64,
+    max_lag_ns: AtomicU64,
+    received_packets: AtomicU64,
+    received_bytes: AtomicU64,
+}
+
+/// A running generator. Dropping it stops it.
+pub struct CrossTraffic {
+    pattern: CrossPattern,
+    shared: Arc<Shared>,
+    start_ns: u64,
+    senders: Vec<JoinHandle<Result<(), Error>>>,
+    sinks: Vec<JoinHandle<Result<(), Error>>>,
+}
+
+impl CrossTraffic {
+    /// Start `pattern` from xsnd to xrcv on `port`.
+    pub fn start(
+        tb: &Testbed,
+        pattern: &CrossPattern,
+        port: u16,
+        opts: &GenOptions,
+    ) -> Result<CrossTraffic, Error> {
+        let shared = Arc::new(Shared::default());
+        let dst: SocketAddr = format!("{}:{port}", Role::Xrcv.addr())
+            .parse()
+            .expect("valid address");
+        let mut ct = CrossTraffic {
+            pattern: pattern.clone(),
+            shared: shared.clone(),
+            start_ns: 0,
+            senders: vec![],
+            sinks: vec![],
+        };
+        let (xsnd, xrcv) = (tb.ns(Role::Xsnd), tb.ns(Role::Xrcv));
+        let max_ns = opts.max_duration.as_nanos() as u64;
+        match pattern {
+            CrossPattern::TcpBulk { flows, cc } => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let (s, n) = (shared.clone(), *flows);
+                ct.sinks.push(spawn_in(&xrcv, "tcp-sink", move || {
+                    tcp_sink(dst, n, s, tx)
+                })?);
+                ready(rx)?;
+                ct.start_ns = now_ns();
+                for i in 0..*flows {
+                    let (s, cc, start) = (shared.clone(), cc.clone(), ct.start_ns);
+                    ct.senders
+                        .push(spawn_in(&xsnd, &format!("tcp-src{i}"), move || {
+                            tcp_source(dst, cc.as_deref(), s, start + max_ns)
+                        })?);
+                }
+            }
+            udp => {
+                let schedule = udp.schedule().expect("UDP patterns have schedules");
+                let (tx, rx) = std::sync::mpsc::channel();
+                let s = shared.clone();
+                ct.sinks
+                    .push(spawn_in(&xrcv, "udp-sink", move || udp_sink(dst, s, tx))?);
+                ready(rx)?;
+                ct.start_ns = now_ns();
+                let (s, spin, start) = (shared.clone(), opts.spin.as_nanos() as u64, ct.start_ns);
+                ct.senders.push(spawn_in(&xsnd, "udp-src", move || {
+                    udp_source(dst, schedule, s, start, max_ns, spin)
+                })?);
+            }
+        }
+        Ok(ct)
+    }
+
+    /// CLOCK_MONOTONIC ns at which the pattern's time zero was.
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
+    pub fn pattern(&self) -> &CrossPattern {
+        &self.pattern
+    }
+
+    /// Stop the senders, give the sinks a moment to drain, and report.
+    pub fn stop(mut self) -> Result<GenReport, Error> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Result<GenReport, Error> {
+        let s = &self.shared;
+        s.stop.store(true, Ordering::Relaxed);
+        let mut first_err = None;
+        for h in self.senders.drain(..) {
+            match h.join() {
+                Ok(Err(e)) => first_err = first_err.or(Some(e)),
+                Err(_) => {
+                    first_err =
+                        first_err.or(Some(Error::Generator("sender thread panicked".into())))
+                }
+                Ok(Ok(())) => {}
+            }
+        }
+        let end = now_ns();
+        std::thread::sleep(Duration::from_millis(200));
+        s.sink_stop.store(true, Ordering::Relaxed);
+        for h in self.sinks.drain(..) {
+            if let Ok(Err(e)) = h.join() {
+                first_err = first_err.or(Some(e));
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        Ok(GenReport {
+            pattern: self.pattern.to_string(),
+            configured_bps: self.pattern.mean_rate_bps(),
+            duration_s: end.saturating_sub(self.start_ns) as f64 / 1e9,
+            sent_packets: s.sent_packets.load(Ordering::Relaxed),
+            sent_bytes: s.sent_bytes.load(Ordering::Relaxed),
+            send_errors: s.send_errors.load(Ordering::Relaxed),
+            max_lag_us: s.max_lag_ns.load(Ordering::Relaxed) as f64 / 1e3,
+            received_packets: s.received_packets.load(Ordering::Relaxed),
+            received_bytes: s.received_bytes.load(Ordering::Relaxed),
+        })
+    }
+}
+
+impl Drop for CrossTraffic {
+    fn drop(&mut self) {
+        if !self.senders.is_empty() || !self.sinks.is_empty() {
+            let _ = self.halt();
+        }
+    }
+}
+
+fn ready(rx: std::sync::mpsc::Receiver<Result<(), String>>) -> Result<(), Error> {
+    match rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Error::Generator(e)),
+        Err(_) => Err(Error::Generator("sink did not start".into())),
+    }
+}
+
+fn gen_err(what: &str, e: std::io::Error) -> Error {
+    Error::Generator(format!("{what}: {e}"))
+}
+
+fn udp_sink(
+    addr: SocketAddr,
+    s: Arc<Shared>,
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
+) -> Result<(), Error> {
+    let sock = match UdpSocket::bind(addr) {
+        Ok(sock) => sock,
+        Err(e) => {
+            let _ = ready.send(Err(format!("bind UDP sink {addr}: {e}")));
+            return Err(gen_err("bind UDP sink", e));
+        }
+    };
+    sock.set_read_timeout(Some(Duration::from_millis(50)))
+        .map_err(|e| gen_err("sink timeout", e))?;
+    let _ = ready.send(Ok(()));
+    let mut buf = vec![0u8; 2048];
+    while !s.sink_stop.load(Ordering::Relaxed) {
+        match sock.recv(&mut buf) {
+            Ok(n) => {
+                s.received_packets.fetch_add(1, Ordering::Relaxed);
+                s.received_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(gen_err("UDP sink", e)),
+        }
+    }
+    Ok(())
+}
+
+fn udp_source(
+    dst: SocketAddr,
+    schedule: crate::pattern::Schedule,
+    s: Arc<Shared>,
+    start_ns: u64,
+    max_ns: u64,
+    spin_ns: u64,
+) -> Result<(), Error> {
+    tighten_timer_slack();
+    let sock = UdpSocket::bind("0.0.0.0:0").map_err(|e| gen_err("bind UDP source", e))?;
+    sock.connect(dst)
+        .map_err(|e| gen_err("connect UDP source", e))?;
+    let size = schedule.size();
+    let frame = size as u64 + ETH_HLEN;
+    let mut payload = vec![0u8; size as usize - 28];
+    for (seq, off) in schedule.enumerate() {
+        if off > max_ns || s.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let due = start_ns + off;
+        // Long waits (off-periods, slow steps) go in slices so a stop is seen promptly.
+        while due > now_ns() + spin_ns + 50_000_000 {
+            sleep_until(now_ns() + 50_000_000);
+            if s.stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+        }
+        wait_until(due, spin_ns);
+        let lag = now_ns().saturating_sub(due);
+        s.max_lag_ns.fetch_max(lag, Ordering::Relaxed);
+        payload[..8].copy_from_slice(&(seq as u64).to_be_bytes());
+        payload[8..16].copy_from_slice(&due.to_be_bytes());
+        match sock.send(&payload) {
+            Ok(_) => {
+                s.sent_packets.fetch_add(1, Ordering::Relaxed);
+                s.sent_bytes.fetch_add(frame, Ordering::Relaxed);
+            }
+            // ENOBUFS and stray ICMP errors are counted, not fatal: cross traffic goes on.
+            Err(_) => {
+                s.send_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn tcp_sink(
+    addr: SocketAddr,
+    flows: u32,
+    s: Arc<Shared>,
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
+) -> Result<(), Error> {
+    let listener = match TcpListener::bind(addr) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send(Err(format!("bind TCP sink {addr}: {e}")));
+            return Err(gen_err("bind TCP sink", e));
+        }
+    };
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| gen_err("TCP sink", e))?;
+    let _ = ready.send(Ok(()));
+    let mut readers = Vec::new();
+    let mut accepted = 0;
+    while !s.sink_stop.load(Ordering::Relaxed) {
+        if accepted < flows {
+            match listener.accept() {
+                Ok((conn, _)) => {
+                    accepted += 1;
+                    let s = s.clone();
+                    readers.push(std::thread::spawn(move || tcp_read(conn, s)));
+                    continue;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => return Err(gen_err("TCP accept", e)),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for r in readers {
+        let _ = r.join();
+    }
+    Ok(())
+}
+
+fn tcp_read(mut conn: TcpStream, s: Arc<Shared>) {
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut buf = vec![0u8; 256 * 1024];
+    while !s.sink_stop.load(Ordering::Relaxed) {
+        match conn.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                s.received_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(_) => break,
+        }
+    }
+}
+
+fn tcp_source(dst: SocketAddr, cc: Option<&str>, s: Arc<Shared>, end_ns: u64) -> Result<(), Error> {
+    let mut conn = TcpStream::connect_timeout(&dst, Duration::from_secs(3))
+        .map_err(|e| gen_err("TCP connect", e))?;
+    if let Some(cc) = cc {
+        // SAFETY: setsockopt with a valid fd and a buffer of the length passed.
+        let rc = unsafe {
+            libc::setsockopt(
+                conn.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_CONGESTION,
+                cc.as_ptr().cast(),
+                cc.len() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::Generator(format!(
+                "congestion control {cc:?} is not available here ({}); see /proc/sys/net/ipv4/tcp_available_congestion_control",
+                std::io::Error::last_os_error()
+            )));
+        }
+    }
+    conn.set_write_timeout(Some(Duration::from_millis(50)))
+        .map_err(|e| gen_err("TCP source", e))?;
+    let chunk = vec![0x5au8; 64 * 1024];
+    while !s.stop.load(Ordering::Relaxed) && now_ns() < end_ns {
+        match conn.write(&chunk) {
+            Ok(n) => {
+                s.sent_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                s.sent_packets.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(gen_err("TCP send", e)),
+        }
+    }
+    let _ = conn.shutdown(std::net::Shutdown::Both);
+    Ok(())
+}

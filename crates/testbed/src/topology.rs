@@ -1,0 +1,858 @@
+//! Building and tearing down the namespace path.
+
+use crate::delayline::{DelayLine, DelayStats};
+use crate::netns::{self, ip_batch, sh_in};
+use crate::units::{parse_bytes, parse_duration};
+use crate::Error;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// Where state files of live testbeds are kept (tmpfs, like /run/netns, so both vanish on reboot).
+pub const STATE_DIR: &str = "/run/mgrp/testbed";
+/// Every namespace the testbed makes starts with this.
+pub const NS_PREFIX: &str = "mgrp-";
+/// Name of the delay line's TUN device inside its router.
+pub const DELAY_DEV: &str = "dly";
+/// Routing table the delay line's re-injected packets are looked up in.
+const DELAY_TABLE: u32 = 100;
+/// Ethernet frame of a full-MTU packet: what a shaper must be able to pass at once.
+const MAX_FRAME: u64 = 1514;
+
+/// The six hosts of the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Snd,
+    Xsnd,
+    R1,
+    R2,
+    Rcv,
+    Xrcv,
+}
+
+impl Role {
+    pub const ALL: [Role; 6] = [
+        Role::Snd,
+        Role::Xsnd,
+        Role::R1,
+        Role::R2,
+        Role::Rcv,
+        Role::Xrcv,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Snd => "snd",
+            Role::Xsnd => "xsnd",
+            Role::R1 => "r1",
+            Role::R2 => "r2",
+            Role::Rcv => "rcv",
+            Role::Xrcv => "xrcv",
+        }
+    }
+
+    /// The host's address (routers: their address on the bottleneck link). All addresses are in
+    /// 198.18.0.0/15, the range set aside for benchmarking, and exist only inside the namespaces.
+    pub fn addr(self) -> &'static str {
+        match self {
+            Role::Snd => "198.18.1.2",
+            Role::Xsnd => "198.18.2.2",
+            Role::R1 => "198.18.0.1",
+            Role::R2 => "198.18.0.2",
+            Role::Rcv => "198.18.3.2",
+            Role::Xrcv => "198.18.4.2",
+        }
+    }
+}
+
+/// How much the bottleneck queue holds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Buffer {
+    Packets(u32),
+    Bytes(u64),
+    /// As many bytes as the capacity drains in this time.
+    Time(#[serde(with = "secs")] Duration),
+}
+
+mod secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_secs_f64(f64::deserialize(d)?))
+    }
+    pub mod opt {
+        use super::*;
+        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => s.serialize_some(&d.as_secs_f64()),
+                None => s.serialize_none(),
+            }
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            Ok(Option::<f64>::deserialize(d)?.map(Duration::from_secs_f64))
+        }
+    }
+}
+
+impl Buffer {
+    /// `100p` packets, `50ms` of the capacity, or bytes (`64kb`, `30000b`).
+    pub fn parse(s: &str) -> Result<Buffer, Error> {
+        let t = s.trim().to_ascii_lowercase();
+        let bad = || {
+            Error::BadInput(format!(
+                "bad buffer {s:?}: use packets (100p), time (50ms) or bytes (64kb)"
+            ))
+        };
+        let b = if let Some(n) = t.strip_suffix('p') {
+            Buffer::Packets(n.parse().map_err(|_| bad())?)
+        } else if t.ends_with("ms") || t.ends_with("us") || (t.ends_with('s') && !t.ends_with("bs"))
+        {
+            Buffer::Time(parse_duration(&t).map_err(|_| bad())?)
+        } else if t.ends_with('b') {
+            Buffer::Bytes(parse_bytes(&t).map_err(|_| bad())?)
+        } else {
+            return Err(bad());
+        };
+        Ok(b)
+    }
+
+    /// The queue limit in bytes for a link of `capacity_bps`.
+    pub fn bytes(self, capacity_bps: u64) -> u64 {
+        match self {
+            Buffer::Packets(n) => n as u64 * MAX_FRAME,
+            Buffer::Bytes(b) => b,
+            Buffer::Time(d) => (capacity_bps as f64 / 8.0 * d.as_secs_f64()).round() as u64,
+        }
+    }
+}
+
+/// The `tc` discipline that makes the bottleneck.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shaper {
+    /// HTB class at rate = ceil = capacity, with a pfifo/bfifo leaf holding the buffer.
+    Htb,
+    /// Token bucket filter; its burst must hold a full frame.
+    Tbf,
+}
+
+/// Which direction the delay line delays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DelayDir {
+    /// rcv → snd (and xrcv → xsnd): ACKs and reports; forward probe spacing untouched.
+    Reverse,
+    /// snd → rcv, before the bottleneck.
+    Forward,
+    /// Both directions; the round trip grows by twice the delay.
+    Both,
+}
+
+/// How the delay line runs: as a thread of this process (tests, `testbed run`), or as a
+/// separate process that outlives it (`testbed up`). The process is started from the command
+/// given, with `--ns NS --delay-ns N --stats FILE` appended.
+#[derive(Debug, Clone)]
+pub enum DelayMode {
+    Thread,
+    Process { program: PathBuf, args: Vec<String> },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestbedConfig {
+    /// Instance name; namespaces are `mgrp-NAME-ROLE`. `None` picks a unique one.
+    pub name: Option<String>,
+    pub capacity_bps: u64,
+    pub buffer: Buffer,
+    /// Shaper burst in bytes; `None` = the testbed-lessons rule for HTB, max(100 B, 20 us × C),
+    /// and one full frame more than that for TBF.
+    pub burst_bytes: Option<u64>,
+    pub shaper: Shaper,
+    /// Extra one-way delay added by the delay line.
+    #[serde(with = "secs::opt")]
+    pub delay: Option<Duration>,
+    pub delay_dir: DelayDir,
+}
+
+impl Default for TestbedConfig {
+    fn default() -> Self {
+        TestbedConfig {
+            name: None,
+            capacity_bps: 20_000_000,
+            buffer: Buffer::Packets(100),
+            burst_bytes: None,
+            shaper: Shaper::Htb,
+            delay: None,
+            delay_dir: DelayDir::Reverse,
+        }
+    }
+}
+
+impl TestbedConfig {
+    pub fn burst(&self) -> u64 {
+        let lessons = ((20e-6 * self.capacity_bps as f64 / 8.0).round() as u64).max(100);
+        self.burst_bytes.unwrap_or(match self.shaper {
+            Shaper::Htb => lessons,
+            Shaper::Tbf => lessons + MAX_FRAME,
+        })
+    }
+
+    /// Refuse what cannot work, with the reason.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |m: String| Err(Error::BadInput(m));
+        if self.capacity_bps == 0 {
+            return bad("capacity must be greater than 0 (e.g. 20mbit)".into());
+        }
+        if !(8_000..=10_000_000_000).contains(&self.capacity_bps) {
+            return bad(format!(
+                "capacity {} bit/s is out of range: the testbed shapes 8kbit ..= 10gbit",
+                self.capacity_bps
+            ));
+        }
+        if let Some(name) = &self.name {
+            validate_name(name)?;
+        }
+        let limit = self.buffer.bytes(self.capacity_bps);
+        if limit < MAX_FRAME {
+            return bad(format!(
+                "buffer of {limit} B cannot hold one {MAX_FRAME} B frame"
+            ));
+        }
+        if limit > 1 << 30 {
+            return bad(format!("buffer of {limit} B is absurd (more than 1 GiB)"));
+        }
+        let burst = self.burst();
+        if burst == 0 || burst > 64 << 20 {
+            return bad(format!(
+                "burst of {burst} B is out of range (1 B ..= 64 MiB)"
+            ));
+        }
+        if self.shaper == Shaper::Tbf && burst < MAX_FRAME {
+            return bad(format!(
+                "TBF drops frames larger than its burst: burst {burst} B must be at least {MAX_FRAME} B"
+            ));
+        }
+        if let Some(d) = self.delay {
+            if d > Duration::from_secs(10) {
+                return bad("delay above 10 s is not supported".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The `tc` batch that installs the bottleneck on r1's link toward r2.
+    pub fn shaper_script(&self) -> String {
+        let c = self.capacity_bps;
+        let burst = self.burst();
+        let limit = self.buffer.bytes(c);
+        let dev = Role::R2.as_str();
+        match self.shaper {
+            Shaper::Htb => {
+                let leaf = match self.buffer {
+                    Buffer::Packets(n) => format!("pfifo limit {n}"),
+                    _ => format!("bfifo limit {limit}"),
+                };
+                format!(
+                    "qdisc replace dev {dev} root handle 1: htb default 1\n\
+                     class add dev {dev} parent 1: classid 1:1 htb rate {c}bit ceil {c}bit \
+                     burst {burst}b cburst {burst}b quantum {MAX_FRAME}\n\
+                     qdisc add dev {dev} parent 1:1 handle 10: {leaf}\n"
+                )
+            }
+            Shaper::Tbf => {
+                format!("qdisc replace dev {dev} root handle 1: tbf rate {c}bit burst {burst} limit {limit}\n")
+            }
+        }
+    }
+}
+
+/// Instance names become part of namespace names: keep them short and plain.
+pub fn validate_name(name: &str) -> Result<(), Error> {
+    let ok = !name.is_empty()
+        && name.len() <= 24
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadInput(format!(
+            "bad testbed name {name:?}: use 1-24 of a-z, 0-9 and '-', not starting with '-'"
+        )))
+    }
+}
+
+/// What is remembered about a live testbed, in `STATE_DIR/NAME.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct State {
+    pub name: String,
+    pub config: TestbedConfig,
+    /// The process that owns the testbed and tears it down when it ends; `None` for one made by
+    /// `testbed up`, which lives until `testbed down`.
+    pub owner_pid: Option<u32>,
+    /// The delay line's own process, if it runs as one.
+    pub delay_pid: Option<u32>,
+    pub created_unix_s: u64,
+}
+
+impl State {
+    pub fn path(name: &str) -> PathBuf {
+        PathBuf::from(STATE_DIR).join(format!("{name}.json"))
+    }
+    pub fn delay_stats_path(name: &str) -> PathBuf {
+        PathBuf::from(STATE_DIR).join(format!("{name}.delay.json"))
+    }
+    pub fn load(name: &str) -> Option<State> {
+        serde_json::from_slice(&std::fs::read(Self::path(name)).ok()?).ok()
+    }
+    fn save(&self) -> Result<(), Error> {
+        std::fs::create_dir_all(STATE_DIR)
+            .map_err(|e| Error::Setup(format!("create {STATE_DIR}: {e}")))?;
+        let tmp = Self::path(&format!("{}.tmp", self.name));
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(self).expect("state serializes"),
+        )
+        .and_then(|_| std::fs::rename(&tmp, Self::path(&self.name)))
+        .map_err(|e| Error::Setup(format!("write state file: {e}")))
+    }
+    /// Whether the owning process is gone (a crashed `run` or test).
+    pub fn is_stale(&self) -> bool {
+        self.owner_pid.is_some_and(|p| !pid_alive(p))
+    }
+}
+
+fn pid_alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn ns_name(name: &str, role: Role) -> String {
+    format!("{NS_PREFIX}{name}-{}", role.as_str())
+}
+
+enum DelayRunner {
+    Thread(DelayLine),
+    Process(u32),
+}
+
+/// A live testbed. Dropping an owned one tears it down: namespaces (and with them every veth and
+/// qdisc), the delay line, the state file.
+pub struct Testbed {
+    name: String,
+    config: TestbedConfig,
+    delay: Option<DelayRunner>,
+    owned: bool,
+}
+
+static NEXT_ID: AtomicU32 = AtomicU32::new(0);
+
+impl Testbed {
+    /// Build the path. Any failure part-way tears down what was made before returning the error.
+    pub fn up(config: TestbedConfig, delay_mode: DelayMode) -> Result<Testbed, Error> {
+        config.validate()?;
+        netns::check_privileges()?;
+        for t in ["ip", "tc", "ethtool"] {
+            netns::tool(t)?;
+        }
+        let name = match &config.name {
+            Some(n) => n.clone(),
+            None => format!(
+                "t{}-{}",
+                std::process::id(),
+                NEXT_ID.fetch_add(1, Ordering::Relaxed)
+            ),
+        };
+        if Role::ALL.iter().any(|r| netns::exists(&ns_name(&name, *r)))
+            || State::path(&name).exists()
+        {
+            return Err(Error::BadInput(format!(
+                "a testbed named {name:?} already exists; `mgrp testbed down {name}` removes it"
+            )));
+        }
+        let config = TestbedConfig {
+            name: Some(name.clone()),
+            ..config
+        };
+        // From here on, the guard's Drop cleans up whatever exists.
+        let mut tb = Testbed {
+            name: name.clone(),
+            config,
+            delay: None,
+            owned: true,
+        };
+        let state = State {
+            name: name.clone(),
+            config: tb.config.clone(),
+            owner_pid: Some(std::process::id()),
+            delay_pid: None,
+            created_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+        };
+        state.save()?;
+        tb.build()?;
+        if let Some(delay) = tb.config.delay {
+            tb.start_delay(delay, delay_mode, state)?;
+        }
+        Ok(tb)
+    }
+
+    /// A handle on an existing testbed made by another process; dropping it changes nothing.
+    pub fn attach(name: &str) -> Result<Testbed, Error> {
+        let state = State::load(name).ok_or_else(|| {
+            Error::NotFound(format!(
+                "no testbed named {name:?} (see `mgrp testbed status`)"
+            ))
+        })?;
+        Ok(Testbed {
+            name: name.into(),
+            config: state.config,
+            delay: None,
+            owned: false,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn config(&self) -> &TestbedConfig {
+        &self.config
+    }
+    /// The namespace that plays `role`.
+    pub fn ns(&self, role: Role) -> String {
+        ns_name(&self.name, role)
+    }
+
+    /// Interface names on the routers, by what they connect to. r1's link toward r2 carries the
+    /// bottleneck; r2's links toward rcv and xrcv count the two flows that left it.
+    pub const BOTTLENECK_DEV: &'static str = "r2";
+
+    fn build(&mut self) -> Result<(), Error> {
+        let ns = |r: Role| ns_name(&self.name, r);
+        let adds: String = Role::ALL
+            .iter()
+            .map(|r| format!("netns add {}\n", ns(*r)))
+            .collect();
+        netns::run_with_input("ip", &["-batch", "-"], Some(&adds))?;
+
+        // Sysctls first, so links created afterwards inherit `default`.
+        for r in Role::ALL {
+            let mut s = String::from(
+                "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1\n",
+            );
+            if matches!(r, Role::R1 | Role::R2) {
+                s.push_str(
+                    "sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
+                     net.ipv4.conf.default.rp_filter=0\n",
+                );
+            }
+            sh_in(&ns(r), &s)?;
+        }
+
+        // Links: each router-side end is named after the host it reaches; hosts have eth0.
+        let veth = |local: &str, peer: &str, peer_ns: &str| {
+            format!("link add {local} type veth peer name {peer} netns {peer_ns}\n")
+        };
+        ip_batch(
+            &ns(Role::R1),
+            &[
+                veth("snd", "eth0", &ns(Role::Snd)),
+                veth("xsnd", "eth0", &ns(Role::Xsnd)),
+                veth("r2", "r1", &ns(Role::R2)),
+            ]
+            .concat(),
+        )?;
+        ip_batch(
+            &ns(Role::R2),
+            &[
+                veth("rcv", "eth0", &ns(Role::Rcv)),
+                veth("xrcv", "eth0", &ns(Role::Xrcv)),
+            ]
+            .concat(),
+        )?;
+
+        let host = |r: Role, gw: &str| {
+            format!(
+                "link set lo up\naddr add {}/24 dev eth0\nlink set eth0 up\nroute add default via {gw}\n",
+                r.addr()
+            )
+        };
+        ip_batch(&ns(Role::Snd), &host(Role::Snd, "198.18.1.1"))?;
+        ip_batch(&ns(Role::Xsnd), &host(Role::Xsnd, "198.18.2.1"))?;
+        ip_batch(&ns(Role::Rcv), &host(Role::Rcv, "198.18.3.1"))?;
+        ip_batch(&ns(Role::Xrcv), &host(Role::Xrcv, "198.18.4.1"))?;
+        ip_batch(
+            &ns(Role::R1),
+            "link set lo up\n\
+             addr add 198.18.1.1/24 dev snd\nlink set snd up\n\
+             addr add 198.18.2.1/24 dev xsnd\nlink set xsnd up\n\
+             addr add 198.18.0.1/30 dev r2\nlink set r2 up\n\
+             route add 198.18.3.0/24 via 198.18.0.2\nroute add 198.18.4.0/24 via 198.18.0.2\n",
+        )?;
+        ip_batch(
+            &ns(Role::R2),
+            "link set lo up\n\
+             addr add 198.18.3.1/24 dev rcv\nlink set rcv up\n\
+             addr add 198.18.4.1/24 dev xrcv\nlink set xrcv up\n\
+             addr add 198.18.0.2/30 dev r1\nlink set r1 up\n\
+             route add 198.18.1.0/24 via 198.18.0.1\nroute add 198.18.2.0/24 via 198.18.0.1\n",
+        )?;
+
+        // Per-packet timing is meaningless if the kernel coalesces packets: offloads off.
+        for (r, devs) in [
+            (Role::Snd, &["eth0"][..]),
+            (Role::Xsnd, &["eth0"]),
+            (Role::Rcv, &["eth0"]),
+            (Role::Xrcv, &["eth0"]),
+            (Role::R1, &["snd", "xsnd", "r2"]),
+            (Role::R2, &["rcv", "xrcv", "r1"]),
+        ] {
+            let s: String = devs
+                .iter()
+                .map(|d| format!("ethtool -K {d} gso off tso off gro off 2>/dev/null || ethtool -K {d} gso off gro off\n"))
+                .collect();
+            sh_in(&ns(r), &s)?;
+        }
+
+        netns::run_with_input(
+            "tc",
+            &["-n", &ns(Role::R1), "-batch", "-"],
+            Some(&self.config.shaper_script()),
+        )?;
+        Ok(())
+    }
+
+    /// The router that hosts the delay line and the subnets whose traffic it delays.
+    fn delay_sites(&self) -> Vec<(Role, &'static str, [&'static str; 2])> {
+        let reverse = (Role::R2, "198.18.0.1", ["198.18.1.0/24", "198.18.2.0/24"]);
+        let forward = (Role::R1, "198.18.0.2", ["198.18.3.0/24", "198.18.4.0/24"]);
+        match self.config.delay_dir {
+            DelayDir::Reverse => vec![reverse],
+            DelayDir::Forward => vec![forward],
+            DelayDir::Both => vec![reverse, forward],
+        }
+    }
+
+    fn start_delay(
+        &mut self,
+        delay: Duration,
+        mode: DelayMode,
+        mut state: State,
+    ) -> Result<(), Error> {
+        let sites = self.delay_sites();
+        match &mode {
+            DelayMode::Thread => {
+                let line = DelayLine::start(
+                    sites.iter().map(|(r, ..)| self.ns(*r)).collect(),
+                    DELAY_DEV,
+                    delay,
+                )?;
+                self.delay = Some(DelayRunner::Thread(line));
+            }
+            DelayMode::Process { program, args } => {
+                let mut cmd = std::process::Command::new(program);
+                cmd.args(args);
+                for (r, ..) in &sites {
+                    cmd.args(["--ns", &self.ns(*r)]);
+                }
+                cmd.args(["--delay-ns", &delay.as_nanos().to_string()]);
+                cmd.args([
+                    "--stats",
+                    &State::delay_stats_path(&self.name).to_string_lossy(),
+                ]);
+                cmd.stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null());
+                // Its own session, so the terminal's Ctrl-C for `up` does not reach it.
+                use std::os::unix::process::CommandExt;
+                cmd.process_group(0);
+                let child = cmd
+                    .spawn()
+                    .map_err(|e| Error::Setup(format!("start delay line {program:?}: {e}")))?;
+                self.delay = Some(DelayRunner::Process(child.id()));
+                state.delay_pid = Some(child.id());
+                state.save()?;
+                // Wait for its TUN devices to appear.
+                let deadline = std::time::Instant::now() + Duration::from_secs(5);
+                for (r, ..) in &sites {
+                    while netns::run("ip", &["-n", &self.ns(*r), "link", "show", DELAY_DEV])
+                        .is_err()
+                    {
+                        if std::time::Instant::now() > deadline || !pid_alive(child.id()) {
+                            return Err(Error::Setup(
+                                "the delay line process did not create its TUN device".into(),
+                            ));
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+            }
+        }
+        // Route the delayed subnets into the TUN; what comes back out of it is looked up in a
+        // table that forwards normally.
+        for (r, next_hop, subnets) in sites {
+            let mut s = format!(
+                "link set {DELAY_DEV} up\nrule add iif {DELAY_DEV} lookup {DELAY_TABLE} pref 100\n"
+            );
+            for net in subnets {
+                s.push_str(&format!(
+                    "route add {net} via {next_hop} table {DELAY_TABLE}\n"
+                ));
+                s.push_str(&format!("route replace {net} dev {DELAY_DEV}\n"));
+            }
+            ip_batch(&self.ns(r), &s)?;
+        }
+        Ok(())
+    }
+
+    /// Statistics of the delay line so far, if it runs in this process or reports to a file.
+    pub fn delay_stats(&self) -> Option<DelayStats> {
+        match &self.delay {
+            Some(DelayRunner::Thread(line)) => Some(line.stats()),
+            _ => std::fs::read(State::delay_stats_path(&self.name))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok()),
+        }
+    }
+
+    /// The delay line's process id, when it runs as its own process.
+    pub fn delay_pid(&self) -> Option<u32> {
+        match self.delay {
+            Some(DelayRunner::Process(pid)) => Some(pid),
+            _ => None,
+        }
+    }
+
+    /// Leave the testbed standing after this process ends (`testbed up`); `teardown` removes it.
+    pub fn persist(mut self) -> Result<(), Error> {
+        if let Some(DelayRunner::Thread(_)) = self.delay {
+            return Err(Error::Setup(
+                "a delay line running as a thread cannot outlive its process".into(),
+            ));
+        }
+        let mut state = State::load(&self.name)
+            .ok_or_else(|| Error::Setup(format!("state file of {} vanished", self.name)))?;
+        state.owner_pid = None;
+        state.save()?;
+        self.owned = false;
+        Ok(())
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        // Threads in the namespaces keep them alive: stop the delay line first.
+        if let Some(DelayRunner::Thread(line)) = self.delay.take() {
+            line.stop();
+        }
+        if let Err(e) = teardown(&self.name) {
+            eprintln!("mgrp testbed: teardown of {} incomplete: {e}", self.name);
+        }
+    }
+}
+
+/// What `teardown` removed.
+#[derive(Debug, Default, Serialize)]
+pub struct Removed {
+    pub namespaces: Vec<String>,
+    pub processes: Vec<u32>,
+    pub state_file: bool,
+}
+
+/// Remove everything testbed `name` made, whether or not its owner is alive: the delay line
+/// process it recorded (checked to be ours before it is signalled), its namespaces, its state.
+pub fn teardown(name: &str) -> Result<Removed, Error> {
+    validate_name(name)?;
+    let mut removed = Removed::default();
+    if let Some(state) = State::load(name) {
+        if let Some(pid) = state.delay_pid {
+            if stop_delay_process(pid, name) {
+                removed.processes.push(pid);
+            }
+        }
+    }
+    let doomed: Vec<String> = Role::ALL
+        .iter()
+        .map(|r| ns_name(name, *r))
+        .filter(|n| netns::exists(n))
+        .collect();
+    if !doomed.is_empty() {
+        let script: String = doomed.iter().map(|n| format!("netns del {n}\n")).collect();
+        // -force: carry on past one that vanished meanwhile.
+        netns::run_with_input("ip", &["-force", "-batch", "-"], Some(&script))?;
+    }
+    removed.namespaces = doomed;
+    for p in [State::path(name), State::delay_stats_path(name)] {
+        if std::fs::remove_file(&p).is_ok() && p == State::path(name) {
+            removed.state_file = true;
+        }
+    }
+    Ok(removed)
+}
+
+/// SIGTERM, then SIGKILL, a delay line process — only if its command line says it is the
+/// delay line of this testbed (the pid may have been reused since).
+fn stop_delay_process(pid: u32, name: &str) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    // The delay line's namespaces are r1's or r2's: `--ns mgrp-NAME-r1|r2`.
+    if !(cmdline.contains("delayline") && cmdline.contains(&format!("{NS_PREFIX}{name}-r"))) {
+        return false;
+    }
+    use nix::sys::signal::{kill, Signal};
+    let p = nix::unistd::Pid::from_raw(pid as i32);
+    let _ = kill(p, Signal::SIGTERM);
+    for _ in 0..100 {
+        // Reap it if it is our child; otherwise just watch /proc.
+        let _ = nix::sys::wait::waitpid(p, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+        if !pid_alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = kill(p, Signal::SIGKILL);
+    let _ = nix::sys::wait::waitpid(p, None);
+    true
+}
+
+/// Names of all testbeds: from state files and from namespaces left without one.
+pub fn list_testbeds() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(STATE_DIR)
+        .map(|d| {
+            d.filter_map(|e| {
+                let f = e.ok()?.file_name().into_string().ok()?;
+                let n = f.strip_suffix(".json")?;
+                (!n.ends_with(".delay") && !n.ends_with(".tmp")).then(|| n.to_string())
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    for ns in netns::list() {
+        if let Some(rest) = ns.strip_prefix(NS_PREFIX) {
+            if let Some((name, role)) = rest.rsplit_once('-') {
+                if Role::ALL.iter().any(|r| r.as_str() == role) && !names.iter().any(|n| n == name)
+                {
+                    names.push(name.to_string());
+                }
+            }
+        }
+    }
+    names.sort();
+    names
+}
+
+/// The namespaces of testbed `name` that exist now.
+pub fn existing_namespaces(name: &str) -> Vec<String> {
+    Role::ALL
+        .iter()
+        .map(|r| ns_name(name, *r))
+        .filter(|n| netns::exists(n))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers() {
+        assert_eq!(Buffer::parse("100p").unwrap(), Buffer::Packets(100));
+        assert_eq!(
+            Buffer::parse("50ms").unwrap(),
+            Buffer::Time(Duration::from_millis(50))
+        );
+        assert_eq!(Buffer::parse("64kb").unwrap(), Buffer::Bytes(65536));
+        assert_eq!(
+            Buffer::Time(Duration::from_millis(50)).bytes(20_000_000),
+            125_000
+        );
+        assert!(Buffer::parse("lots").is_err());
+    }
+
+    #[test]
+    fn burst_follows_the_lessons_rule() {
+        let c = |mbit: u64, shaper| TestbedConfig {
+            capacity_bps: mbit * 1_000_000,
+            shaper,
+            ..Default::default()
+        };
+        assert_eq!(c(20, Shaper::Htb).burst(), 100);
+        assert_eq!(c(100, Shaper::Htb).burst(), 250);
+        assert_eq!(c(1000, Shaper::Htb).burst(), 2500);
+        assert_eq!(c(100, Shaper::Tbf).burst(), 250 + 1514);
+    }
+
+    #[test]
+    fn validation_explains() {
+        let bad = |cfg: TestbedConfig, why: &str| {
+            let e = cfg.validate().unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        };
+        bad(
+            TestbedConfig {
+                capacity_bps: 0,
+                ..Default::default()
+            },
+            "greater than 0",
+        );
+        bad(
+            TestbedConfig {
+                capacity_bps: 100,
+                ..Default::default()
+            },
+            "out of range",
+        );
+        bad(
+            TestbedConfig {
+                buffer: Buffer::Bytes(100),
+                ..Default::default()
+            },
+            "cannot hold",
+        );
+        bad(
+            TestbedConfig {
+                shaper: Shaper::Tbf,
+                burst_bytes: Some(500),
+                ..Default::default()
+            },
+            "TBF",
+        );
+        bad(
+            TestbedConfig {
+                name: Some("Bad Name".into()),
+                ..Default::default()
+            },
+            "bad testbed name",
+        );
+        assert!(TestbedConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn shaper_scripts() {
+        let htb = TestbedConfig::default().shaper_script();
+        assert!(
+            htb.contains("htb rate 20000000bit ceil 20000000bit burst 100b cburst 100b"),
+            "{htb}"
+        );
+        assert!(htb.contains("pfifo limit 100"), "{htb}");
+        let tbf = TestbedConfig {
+            shaper: Shaper::Tbf,
+            buffer: Buffer::Time(Duration::from_millis(10)),
+            ..Default::default()
+        }
+        .shaper_script();
+        assert!(
+            tbf.contains("tbf rate 20000000bit burst 1614 limit 25000"),
+            "{tbf}"
+        );
+    }
+}
