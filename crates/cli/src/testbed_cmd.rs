@@ -374,7 +374,7 @@ fn status(a: StatusArgs) -> Result<()> {
     let delay_alive = state
         .as_ref()
         .and_then(|s| s.delay_pid)
-        .map(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+        .map(topology::pid_alive);
     let mut counters = mgrp_testbed::truth::CounterSet::open(&tb)?;
     let q = counters.bottleneck()?;
     let delay = tb.delay_stats();

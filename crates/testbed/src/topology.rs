@@ -308,6 +308,9 @@ impl State {
     pub fn delay_stats_path(name: &str) -> PathBuf {
         PathBuf::from(STATE_DIR).join(format!("{name}.delay.json"))
     }
+    pub fn delay_log_path(name: &str) -> PathBuf {
+        PathBuf::from(STATE_DIR).join(format!("{name}.delay.log"))
+    }
     pub fn load(name: &str) -> Option<State> {
         serde_json::from_slice(&std::fs::read(Self::path(name)).ok()?).ok()
     }
@@ -328,8 +331,15 @@ impl State {
     }
 }
 
-fn pid_alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
+/// Whether `pid` is running (a zombie waiting to be reaped is not).
+pub fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state letter follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
+    }
 }
 
 fn ns_name(name: &str, role: Role) -> String {
@@ -567,8 +577,16 @@ impl Testbed {
                     "--stats",
                     &State::delay_stats_path(&self.name).to_string_lossy(),
                 ]);
+                // Its output goes to a log beside the state: an inherited pipe would keep
+                // whoever reads ours (a test, a script) waiting for the daemon to end.
+                let log = std::fs::File::create(State::delay_log_path(&self.name))
+                    .map_err(|e| Error::Setup(format!("create delay line log: {e}")))?;
+                let log2 = log
+                    .try_clone()
+                    .map_err(|e| Error::Setup(format!("delay line log: {e}")))?;
                 cmd.stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::null());
+                    .stdout(log)
+                    .stderr(log2);
                 // Its own session, so the terminal's Ctrl-C for `up` does not reach it.
                 use std::os::unix::process::CommandExt;
                 cmd.process_group(0);
@@ -691,7 +709,11 @@ pub fn teardown(name: &str) -> Result<Removed, Error> {
         netns::run_with_input("ip", &["-force", "-batch", "-"], Some(&script))?;
     }
     removed.namespaces = doomed;
-    for p in [State::path(name), State::delay_stats_path(name)] {
+    for p in [
+        State::path(name),
+        State::delay_stats_path(name),
+        State::delay_log_path(name),
+    ] {
         if std::fs::remove_file(&p).is_ok() && p == State::path(name) {
             removed.state_file = true;
         }

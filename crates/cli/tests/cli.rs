@@ -1,0 +1,206 @@
+//! The `mgrp testbed` command as a user runs it: exit codes, messages, JSON, and cleanup after a
+//! crash.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const MGRP: &str = env!("CARGO_BIN_EXE_mgrp");
+
+fn mgrp(args: &[&str]) -> Output {
+    Command::new(MGRP).args(args).output().expect("run mgrp")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn namespaces_of(name: &str) -> Vec<String> {
+    let prefix = format!("mgrp-{name}-");
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    for (args, why) in [
+        (
+            &["testbed", "run", "--capacity", "0"][..],
+            "at least 1 bit/s",
+        ),
+        (&["testbed", "run", "--capacity", "20mbps"], "ambiguous"),
+        (
+            &["testbed", "run", "--cross", "zigzag:5mbit"],
+            "unknown kind",
+        ),
+        (
+            &["testbed", "run", "--cross", "cbr:5mbit,size=90000"],
+            "size must be",
+        ),
+        (&["testbed", "run", "--buffer", "lots"], "bad buffer"),
+        (&["testbed", "run", "--duration", "0s"], "--duration"),
+        (&["testbed", "up", "--name", "Bad Name"], "bad testbed name"),
+        (
+            &[
+                "testbed", "up", "--name", "x", "--shaper", "tbf", "--burst", "100b",
+            ],
+            "TBF",
+        ),
+        (&["testbed", "down"], "name a testbed"),
+        (
+            &["testbed", "status", "no-such-testbed"],
+            "no testbed named",
+        ),
+    ] {
+        let o = mgrp(args);
+        assert!(!o.status.success(), "{args:?} should fail");
+        assert!(stderr(&o).contains(why), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn missing_root_is_a_clear_error() {
+    let o = Command::new(MGRP)
+        .args(["testbed", "run", "--duration", "1s"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("run mgrp as nobody");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("needs root"), "{}", stderr(&o));
+}
+
+#[test]
+fn run_reports_ground_truth_as_json() {
+    let o = mgrp(&[
+        "testbed",
+        "run",
+        "--capacity",
+        "20mbit",
+        "--cross",
+        "cbr:5mbit",
+        "--duration",
+        "2s",
+        "--pings",
+        "3",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("stdout is one JSON document");
+    let s = &v["summary"];
+    let avail = s["avail_bps"].as_f64().unwrap();
+    assert!((avail - 15e6).abs() / 15e6 < 0.03, "{s}");
+    let bins = v["bins"].as_array().unwrap();
+    assert!(bins.len() >= 19, "{} bins", bins.len());
+    // Each bin can be checked by hand: cross_bps = cross_bytes * 8 / width.
+    for b in bins {
+        let width = b["end_s"].as_f64().unwrap() - b["start_s"].as_f64().unwrap();
+        let recomputed = b["cross_bytes"].as_f64().unwrap() * 8.0 / width;
+        assert!(
+            (recomputed - b["cross_bps"].as_f64().unwrap()).abs() < 1.0,
+            "{b}"
+        );
+    }
+    assert_eq!(v["generators"][0]["send_errors"], 0);
+    assert!(
+        namespaces_of(v["testbed"].as_str().unwrap()).is_empty(),
+        "run must tear down"
+    );
+}
+
+#[test]
+fn up_status_down_with_delay_process() {
+    let name = format!("cli{}", std::process::id());
+    let o = mgrp(&[
+        "testbed",
+        "up",
+        "--name",
+        &name,
+        "--capacity",
+        "10mbit",
+        "--delay",
+        "5ms",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let pid = v["delay_pid"]
+        .as_u64()
+        .expect("delay line runs as its own process") as u32;
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    assert!(v["rtt"]["min_ms"].as_f64().unwrap() >= 5.0, "{v}");
+    assert_eq!(namespaces_of(&name).len(), 6);
+
+    let o = mgrp(&["testbed", "status", &name, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let st: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(st["delay_alive"], true);
+    assert_eq!(st["bottleneck_qdisc"]["kind"], "htb");
+    let o = mgrp(&["testbed", "status"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&name));
+
+    let o = mgrp(&["testbed", "down", &name]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(namespaces_of(&name).is_empty());
+    // The delay line is gone too: either reaped or at least no longer running.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(
+        stat.is_empty() || stat.contains(") Z"),
+        "delay line still running: {stat}"
+    );
+    let o = mgrp(&["testbed", "down", &name]);
+    assert!(
+        !o.status.success(),
+        "a second down should say there is nothing"
+    );
+}
+
+#[test]
+fn down_stale_cleans_after_a_crash() {
+    let mut child = Command::new(MGRP)
+        .args([
+            "testbed",
+            "run",
+            "--cross",
+            "cbr:2mbit",
+            "--duration",
+            "60s",
+            "--delay",
+            "2ms",
+            "--pings",
+            "0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let name = format!("t{}-0", child.id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while namespaces_of(&name).len() < 6 {
+        assert!(Instant::now() < deadline, "testbed never came up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap(); // SIGKILL: no destructor runs.
+    child.wait().unwrap();
+    assert_eq!(
+        namespaces_of(&name).len(),
+        6,
+        "a crash leaves the testbed behind"
+    );
+    let o = mgrp(&["testbed", "status"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("stale"));
+    let o = mgrp(&["testbed", "down", "--stale"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        namespaces_of(&name).is_empty(),
+        "down --stale must remove it"
+    );
+}
