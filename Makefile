@@ -1,0 +1,33 @@
+# mgrp — the two commands of the README are `make demo` and `make test` (as root).
+
+CARGO ?= cargo
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: deps build demo test lint unit clean-testbeds
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --release --workspace
+
+# The main job on its self-contained default: a namespace testbed with a 20 Mbit/s bottleneck,
+# a 20 ms delay line, the seeds' STEP cross traffic (scaled x2), and the ground truth it measures.
+demo: build
+	./target/release/mgrp testbed run --capacity 20mbit --delay 20ms \
+	    --cross step:2,6,10,12,8,4mbit,every=2s --duration 12s --out target/demo-truth.json
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit:
+	$(CARGO) test --workspace --lib
+
+# Everything: formatting, lints, unit tests, namespace tests.
+test: deps lint
+	$(CARGO) test --workspace
+
+# Remove testbeds whose owner died (a crashed run or test).
+clean-testbeds:
+	./target/release/mgrp testbed down --stale || ./target/debug/mgrp testbed down --stale

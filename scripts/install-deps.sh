@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install what mgrp needs beyond the Rust toolchain, only if it is missing.
+set -euo pipefail
+
+need=()
+command -v ip >/dev/null || [ -x /usr/sbin/ip ] || need+=(iproute2)
+command -v tc >/dev/null || [ -x /usr/sbin/tc ] || need+=(iproute2)
+command -v ethtool >/dev/null || [ -x /usr/sbin/ethtool ] || need+=(ethtool)
+command -v sysctl >/dev/null || [ -x /usr/sbin/sysctl ] || need+=(procps)
+command -v setpriv >/dev/null || need+=(util-linux)
+
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing packages: ${need[*]} — run as root (or: sudo apt-get install ${need[*]})" >&2
+    exit 1
+  fi
+  echo "installing: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "cargo not found: install a Rust toolchain (https://rustup.rs) or add ~/.cargo/bin to PATH" >&2
+  exit 1
+fi
+[ -c /dev/net/tun ] || { mkdir -p /dev/net && mknod /dev/net/tun c 10 200 && chmod 666 /dev/net/tun; } || {
+  echo "no /dev/net/tun: the testbed's delay line needs the tun driver" >&2; exit 1; }
+exit 0
