@@ -1,5 +1,6 @@
 //! `mgrp`: the Measurement Manager's command line.
 
+mod bench_cmd;
 mod testbed_cmd;
 
 use clap::{Parser, Subcommand};
@@ -21,12 +22,16 @@ enum Command {
     /// Build, inspect and tear down the network-namespace testbed; run cross traffic and read ground truth.
     #[command(subcommand)]
     Testbed(testbed_cmd::TestbedCmd),
+    /// Benchmarks that print figures (JSON and a table).
+    #[command(subcommand)]
+    Bench(bench_cmd::BenchCmd),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Testbed(cmd) => testbed_cmd::run(cmd),
+        Command::Bench(cmd) => bench_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
