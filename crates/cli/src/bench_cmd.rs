@@ -1,5 +1,6 @@
 //! `mgrp bench ...`: measurements that print figures (JSON and a table), not pass/fail tests.
 
+use crate::say;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
@@ -266,16 +267,16 @@ fn testbed_bench(b: TestbedBench) -> Result<()> {
         std::fs::write(p, &json).with_context(|| format!("write {}", p.display()))?;
     }
     if b.json {
-        println!("{json}");
+        say!("{json}");
         return Ok(());
     }
-    println!("Generator rate at the bottleneck counters ({} reps × {} s; error vs configured rate, TCP vs capacity)", b.reps, b.secs);
-    println!("| pattern | C Mbit/s | configured | measured (median) | median abs err | max abs err | err vs schedule | max lag µs | drops |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    say!("Generator rate at the bottleneck counters ({} reps × {} s; error vs configured rate, TCP vs capacity)", b.reps, b.secs);
+    say!("| pattern | C Mbit/s | configured | measured (median) | median abs err | max abs err | err vs schedule | max lag µs | drops |");
+    say!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &report.generators {
         let mut m = r.measured_mbit.clone();
         let mut lag = r.max_lag_us.clone();
-        println!(
+        say!(
             "| {} | {} | {} | {:.3} | {:.2}% | {:.2}% | {} | {:.0} | {:.0} |",
             r.pattern,
             r.capacity_mbit,
@@ -292,14 +293,15 @@ fn testbed_bench(b: TestbedBench) -> Result<()> {
             r.drops.iter().sum::<f64>()
         );
     }
-    println!(
+    say!(
         "\nDelay line ({} pings each; baseline RTT p50 {:.3} ms without delay)",
-        b.pings, report.baseline_rtt_p50_ms
+        b.pings,
+        report.baseline_rtt_p50_ms
     );
-    println!("| target ms | direction | load | RTT min | p50 | p90 | added p50 | jitter p90−p10 | line late p50/p99 µs |");
-    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|");
+    say!("| target ms | direction | load | RTT min | p50 | p90 | added p50 | jitter p90−p10 | line late p50/p99 µs |");
+    say!("|---:|---|---|---:|---:|---:|---:|---:|---:|");
     for d in &report.delay {
-        println!(
+        say!(
             "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {}/{} |",
             d.target_ms,
             d.direction,

@@ -1,6 +1,7 @@
 //! `mgrp`: the Measurement Manager's command line.
 
 mod bench_cmd;
+mod output;
 mod testbed_cmd;
 
 use clap::{Parser, Subcommand};

@@ -1,5 +1,6 @@
 //! `mgrp testbed ...`
 
+use crate::say;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, GenReport, BASE_PORT};
@@ -8,10 +9,10 @@ use mgrp_testbed::topology::{self, existing_namespaces, list_testbeds, State};
 use mgrp_testbed::truth::Bin;
 use mgrp_testbed::units::{fmt_rate, parse_bytes, parse_duration, parse_rate};
 use mgrp_testbed::{
-    Buffer, CrossPattern, DelayDir, DelayMode, Role, Shaper, Testbed, TestbedConfig, TruthSampler,
+    Buffer, CrossPattern, DelayDir, DelayImpl, DelayMode, Role, Shaper, Testbed, TestbedConfig,
+    TruthSampler,
 };
 use serde::Serialize;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -50,6 +51,16 @@ pub struct PathArgs {
     /// Which direction the delay line delays.
     #[arg(long, value_enum, default_value_t = DelayDirArg::Reverse)]
     delay_dir: DelayDirArg,
+    /// What makes the delay: netem where the kernel has it (auto), or the project's TUN line.
+    #[arg(long, value_enum, default_value_t = DelayImplArg::Auto)]
+    delay_impl: DelayImplArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DelayImplArg {
+    Auto,
+    Netem,
+    Tun,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -81,6 +92,11 @@ impl PathArgs {
                 DelayDirArg::Reverse => DelayDir::Reverse,
                 DelayDirArg::Forward => DelayDir::Forward,
                 DelayDirArg::Both => DelayDir::Both,
+            },
+            delay_impl: match self.delay_impl {
+                DelayImplArg::Auto => DelayImpl::Auto,
+                DelayImplArg::Netem => DelayImpl::Netem,
+                DelayImplArg::Tun => DelayImpl::Tun,
             },
         }
     }
@@ -192,6 +208,11 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// Ctrl-C, SIGTERM, or nobody left reading our output.
+fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed) || crate::output::closed()
+}
+
 extern "C" fn on_signal(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
@@ -265,7 +286,7 @@ fn up(a: UpArgs) -> Result<()> {
     let tb = Testbed::up(a.path.config(Some(a.name)), delay_mode_process()?)?;
     let rtt = measure_rtt(&tb, 10).ok();
     if a.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "name": tb.name(), "config": tb.config(), "delay_pid": tb.delay_pid(),
@@ -273,14 +294,16 @@ fn up(a: UpArgs) -> Result<()> {
             }))?
         );
     } else {
-        println!("{}", describe(&tb));
+        say!("{}", describe(&tb));
         if let Some(r) = &rtt {
-            println!(
+            say!(
                 "  rtt snd↔rcv: min {:.3} / median {:.3} / max {:.3} ms",
-                r.min_ms, r.p50_ms, r.max_ms
+                r.min_ms,
+                r.p50_ms,
+                r.max_ms
             );
         }
-        println!("up; remove with: mgrp testbed down {}", tb.name());
+        say!("up; remove with: mgrp testbed down {}", tb.name());
     }
     tb.persist()?;
     Ok(())
@@ -307,7 +330,7 @@ fn down(a: DownArgs) -> Result<()> {
         }
         let removed = topology::teardown(n)?;
         if !a.json {
-            println!(
+            say!(
                 "{n}: removed {} namespace(s){}",
                 removed.namespaces.len(),
                 if removed.processes.is_empty() {
@@ -320,9 +343,9 @@ fn down(a: DownArgs) -> Result<()> {
         report.push(serde_json::json!({ "name": n, "removed": removed }));
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        say!("{}", serde_json::to_string_pretty(&report)?);
     } else if names.is_empty() {
-        println!("nothing to remove");
+        say!("nothing to remove");
     }
     Ok(())
 }
@@ -344,16 +367,18 @@ fn status(a: StatusArgs) -> Result<()> {
             })
             .collect();
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&rows)?);
+            say!("{}", serde_json::to_string_pretty(&rows)?);
         } else if rows.is_empty() {
-            println!("no testbeds");
+            say!("no testbeds");
         } else {
-            println!(
+            say!(
                 "{:<24} {:>10} {:>14}  owner",
-                "name", "namespaces", "capacity"
+                "name",
+                "namespaces",
+                "capacity"
             );
             for r in rows {
-                println!(
+                say!(
                     "{:<24} {:>10} {:>14}  {}",
                     r["name"].as_str().unwrap_or(""),
                     r["namespaces"],
@@ -379,7 +404,7 @@ fn status(a: StatusArgs) -> Result<()> {
     let q = counters.bottleneck()?;
     let delay = tb.delay_stats();
     if a.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "name": name, "config": tb.config(), "namespaces": ns, "bottleneck_qdisc": q,
@@ -387,14 +412,19 @@ fn status(a: StatusArgs) -> Result<()> {
             }))?
         );
     } else {
-        println!("{}", describe(&tb));
-        println!("  namespaces present: {}/6", ns.len());
-        println!(
+        say!("{}", describe(&tb));
+        say!("  namespaces present: {}/6", ns.len());
+        say!(
             "  bottleneck qdisc {}: sent {} B / {} pkts, dropped {}, overlimits {}, backlog {} B",
-            q.kind, q.bytes, q.packets, q.drops, q.overlimits, q.backlog
+            q.kind,
+            q.bytes,
+            q.packets,
+            q.drops,
+            q.overlimits,
+            q.backlog
         );
         if let Some(alive) = delay_alive {
-            println!(
+            say!(
                 "  delay line process: {}",
                 if alive {
                     "running"
@@ -404,9 +434,13 @@ fn status(a: StatusArgs) -> Result<()> {
             );
         }
         if let Some(d) = delay {
-            println!(
+            say!(
                 "  delay line: {} pkts, late p50 {} us / p99 {} us / max {:.0} us, dropped {}",
-                d.packets, d.late_us_p50, d.late_us_p99, d.late_us_max, d.dropped
+                d.packets,
+                d.late_us_p50,
+                d.late_us_p99,
+                d.late_us_max,
+                d.dropped
             );
         }
     }
@@ -420,7 +454,7 @@ fn delayline(a: DelaylineArgs) -> Result<()> {
         topology::DELAY_DEV,
         Duration::from_nanos(a.delay_ns),
     )?;
-    while !INTERRUPTED.load(Ordering::Relaxed) {
+    while !interrupted() {
         std::thread::sleep(Duration::from_millis(500));
         let _ = std::fs::write(&a.stats, serde_json::to_vec(&line.stats())?);
     }
@@ -457,7 +491,7 @@ fn run_job(a: RunArgs) -> Result<()> {
     let human = !a.json;
     let tb = Testbed::up(a.path.config(None), DelayMode::Thread)?;
     if human {
-        println!("{}", describe(&tb));
+        say!("{}", describe(&tb));
     }
     let rtt = if a.pings > 0 {
         Some(measure_rtt(&tb, a.pings)?)
@@ -465,9 +499,13 @@ fn run_job(a: RunArgs) -> Result<()> {
         None
     };
     if let (true, Some(r)) = (human, &rtt) {
-        println!(
+        say!(
             "  rtt snd↔rcv ({} pings): min {:.3} / median {:.3} / p90 {:.3} / max {:.3} ms",
-            r.sent, r.min_ms, r.p50_ms, r.p90_ms, r.max_ms
+            r.sent,
+            r.min_ms,
+            r.p50_ms,
+            r.p90_ms,
+            r.max_ms
         );
     }
     let sampler = TruthSampler::start(&tb, a.bin)?;
@@ -482,7 +520,7 @@ fn run_job(a: RunArgs) -> Result<()> {
     let start = mgrp_testbed::clock::now_ns();
     if human {
         let names: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
-        println!(
+        say!(
             "  cross traffic: {}",
             if names.is_empty() {
                 "none".into()
@@ -490,27 +528,31 @@ fn run_job(a: RunArgs) -> Result<()> {
                 names.join(" + ")
             }
         );
-        println!("  rates are Ethernet-frame bits as the shaper counts them; A = C − cross that left the bottleneck\n");
-        println!(
+        say!("  rates are Ethernet-frame bits as the shaper counts them; A = C − cross that left the bottleneck\n");
+        say!(
             "{:>11} {:>12} {:>12} {:>12} {:>12} {:>8} {:>10}",
-            "t (s)", "cross B", "cross Mb/s", "config Mb/s", "A Mb/s", "drops", "backlog B"
+            "t (s)",
+            "cross B",
+            "cross Mb/s",
+            "config Mb/s",
+            "A Mb/s",
+            "drops",
+            "backlog B"
         );
     }
     let step = a.report_every.as_nanos() as u64;
     let end = start + a.duration.as_nanos() as u64;
     let mut next = start + step;
-    while next <= end && !INTERRUPTED.load(Ordering::Relaxed) {
+    while next <= end && !interrupted() {
         // Sleep in slices so Ctrl-C is seen; rows print once the sampler has passed their end.
-        while mgrp_testbed::clock::now_ns() < next + a.bin.as_nanos() as u64
-            && !INTERRUPTED.load(Ordering::Relaxed)
-        {
+        while mgrp_testbed::clock::now_ns() < next + a.bin.as_nanos() as u64 && !interrupted() {
             std::thread::sleep(Duration::from_millis(20));
         }
         if human {
             if let Some(b) = sampler.truth().window(next - step, next) {
                 let t = Duration::from_nanos(next - step - start);
                 let configured: f64 = patterns.iter().filter_map(|p| p.rate_at(t)).sum();
-                println!(
+                say!(
                     "{:>5.1}-{:<5.1} {:>12.0} {:>12.3} {:>12} {:>12.3} {:>8.0} {:>10}",
                     (next - step - start) as f64 / 1e9,
                     (next - start) as f64 / 1e9,
@@ -526,12 +568,11 @@ fn run_job(a: RunArgs) -> Result<()> {
                     b.drops,
                     b.backlog_bytes
                 );
-                let _ = std::io::stdout().flush();
             }
         }
         next += step;
     }
-    let interrupted = INTERRUPTED.load(Ordering::Relaxed);
+    let interrupted = interrupted();
     let stop_at = mgrp_testbed::clock::now_ns().min(end);
     let mut reports = Vec::new();
     for g in gens {
@@ -558,10 +599,10 @@ fn run_job(a: RunArgs) -> Result<()> {
         std::fs::write(path, &json).with_context(|| format!("write {}", path.display()))?;
     }
     if a.json {
-        println!("{json}");
+        say!("{json}");
     } else {
         if let Some(s) = &report.summary {
-            println!(
+            say!(
                 "\nwhole run {:.1}-{:.1} s: C {} | cross {} | A {} | measured flow {} | total sent {} | drops {}",
                 s.start_s - (start - truth.origin_ns) as f64 / 1e9,
                 s.end_s - (start - truth.origin_ns) as f64 / 1e9,
@@ -574,7 +615,7 @@ fn run_job(a: RunArgs) -> Result<()> {
             );
         }
         for g in &report.generators {
-            println!(
+            say!(
                 "generator {}: sent {} pkts / {} B in {:.2} s ({}), send errors {}, max lag {:.0} us",
                 g.pattern,
                 g.sent_packets,
@@ -586,7 +627,7 @@ fn run_job(a: RunArgs) -> Result<()> {
             );
         }
         if let Some(d) = &report.delay_line {
-            println!(
+            say!(
                 "delay line: target {:.3} ms, {} pkts held, departure lateness p50 {} / p90 {} / p99 {} / max {:.0} us",
                 d.target_delay_s * 1e3,
                 d.packets,
@@ -597,7 +638,7 @@ fn run_job(a: RunArgs) -> Result<()> {
             );
         }
         if let Some(p) = &a.out {
-            println!(
+            say!(
                 "full series ({} bins of {} ms): {}",
                 report.bins.len(),
                 a.bin.as_millis(),
@@ -605,7 +646,7 @@ fn run_job(a: RunArgs) -> Result<()> {
             );
         }
         if interrupted {
-            println!("interrupted; testbed torn down");
+            say!("interrupted; testbed torn down");
         }
     }
     drop(tb);

@@ -204,3 +204,83 @@ fn down_stale_cleans_after_a_crash() {
         "down --stale must remove it"
     );
 }
+
+#[test]
+fn closed_stdout_ends_the_run_cleanly() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(MGRP)
+        .args([
+            "testbed",
+            "run",
+            "--cross",
+            "cbr:2mbit",
+            "--duration",
+            "30s",
+            "--pings",
+            "0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let name = format!("t{}-0", child.id());
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.contains(&name), "{first}");
+    drop(out); // like `| head -1`
+    let t0 = Instant::now();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "the run should notice and stop"
+    );
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert!(
+        namespaces_of(&name).is_empty(),
+        "torn down after stdout closed"
+    );
+}
+
+#[test]
+fn netem_where_missing_is_a_clear_error_and_auto_falls_back() {
+    let netem = mgrp(&[
+        "testbed",
+        "run",
+        "--delay",
+        "5ms",
+        "--delay-impl",
+        "netem",
+        "--duration",
+        "1s",
+        "--cross",
+        "none",
+    ]);
+    let auto = mgrp(&[
+        "testbed",
+        "run",
+        "--delay",
+        "5ms",
+        "--duration",
+        "1s",
+        "--cross",
+        "none",
+        "--pings",
+        "3",
+        "--json",
+    ]);
+    assert!(auto.status.success(), "{}", stderr(&auto));
+    let v: serde_json::Value = serde_json::from_slice(&auto.stdout).unwrap();
+    assert!(v["rtt"]["min_ms"].as_f64().unwrap() >= 5.0, "{v}");
+    if netem.status.success() {
+        // This kernel has netem: auto must have used it, with no TUN line statistics.
+        assert!(v["delay_line"].is_null(), "{v}");
+    } else {
+        assert!(
+            stderr(&netem).contains("netem is not usable"),
+            "{}",
+            stderr(&netem)
+        );
+        assert!(v["delay_line"]["packets"].as_u64().unwrap() >= 3, "{v}");
+    }
+}

@@ -25,7 +25,7 @@ pub mod truth;
 pub mod units;
 
 pub use pattern::CrossPattern;
-pub use topology::{Buffer, DelayDir, DelayMode, Role, Shaper, Testbed, TestbedConfig};
+pub use topology::{Buffer, DelayDir, DelayImpl, DelayMode, Role, Shaper, Testbed, TestbedConfig};
 pub use truth::{Bin, Truth, TruthSampler};
 
 /// What went wrong, phrased for the person running the testbed.

@@ -154,6 +154,19 @@ pub enum DelayDir {
     Both,
 }
 
+/// What makes the delay.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DelayImpl {
+    /// `netem` where the kernel has it, else the TUN delay line.
+    #[default]
+    Auto,
+    /// The kernel's `netem` qdisc (an error where the kernel lacks it).
+    Netem,
+    /// The project's own TUN delay line.
+    Tun,
+}
+
 /// How the delay line runs: as a thread of this process (tests, `testbed run`), or as a
 /// separate process that outlives it (`testbed up`). The process is started from the command
 /// given, with `--ns NS --delay-ns N --stats FILE` appended.
@@ -177,6 +190,8 @@ pub struct TestbedConfig {
     #[serde(with = "secs::opt")]
     pub delay: Option<Duration>,
     pub delay_dir: DelayDir,
+    #[serde(default)]
+    pub delay_impl: DelayImpl,
 }
 
 impl Default for TestbedConfig {
@@ -189,6 +204,7 @@ impl Default for TestbedConfig {
             shaper: Shaper::Htb,
             delay: None,
             delay_dir: DelayDir::Reverse,
+            delay_impl: DelayImpl::Auto,
         }
     }
 }
@@ -271,6 +287,27 @@ impl TestbedConfig {
     }
 }
 
+impl TestbedConfig {
+    /// Where `netem` goes and the `tc` line for each place: the reverse path on r2's link
+    /// toward r1; the forward path on the senders' own links, before the bottleneck (as the TUN
+    /// line does), so the ground-truth counters after the bottleneck stay undelayed.
+    pub fn netem_sites(&self, delay: Duration) -> Vec<(Role, String)> {
+        let line = |dev: &str| {
+            format!(
+                "qdisc add dev {dev} root netem delay {}us limit 100000\n",
+                delay.as_micros()
+            )
+        };
+        let reverse = vec![(Role::R2, line("r1"))];
+        let forward = vec![(Role::Snd, line("eth0")), (Role::Xsnd, line("eth0"))];
+        match self.delay_dir {
+            DelayDir::Reverse => reverse,
+            DelayDir::Forward => forward,
+            DelayDir::Both => [reverse, forward].concat(),
+        }
+    }
+}
+
 /// Instance names become part of namespace names: keep them short and plain.
 pub fn validate_name(name: &str) -> Result<(), Error> {
     let ok = !name.is_empty()
@@ -298,6 +335,9 @@ pub struct State {
     pub owner_pid: Option<u32>,
     /// The delay line's own process, if it runs as one.
     pub delay_pid: Option<u32>,
+    /// What makes the delay (netem or tun), once it is in place.
+    #[serde(default)]
+    pub delay_impl: Option<DelayImpl>,
     pub created_unix_s: u64,
 }
 
@@ -357,6 +397,8 @@ pub struct Testbed {
     name: String,
     config: TestbedConfig,
     delay: Option<DelayRunner>,
+    /// What actually makes the delay (netem or the TUN line), once started.
+    delay_used: Option<DelayImpl>,
     owned: bool,
 }
 
@@ -391,6 +433,7 @@ impl Testbed {
         };
         // From here on, the guard's Drop cleans up whatever exists.
         let mut tb = Testbed {
+            delay_used: None,
             name: name.clone(),
             config,
             delay: None,
@@ -401,6 +444,7 @@ impl Testbed {
             config: tb.config.clone(),
             owner_pid: Some(std::process::id()),
             delay_pid: None,
+            delay_impl: None,
             created_unix_s: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())
@@ -409,7 +453,25 @@ impl Testbed {
         state.save()?;
         tb.build()?;
         if let Some(delay) = tb.config.delay {
-            tb.start_delay(delay, delay_mode, state)?;
+            let netem = match tb.config.delay_impl {
+                DelayImpl::Tun => false,
+                DelayImpl::Netem => {
+                    tb.start_netem(delay)?;
+                    true
+                }
+                DelayImpl::Auto => tb.start_netem(delay).is_ok(),
+            };
+            let used = if netem {
+                DelayImpl::Netem
+            } else {
+                tb.start_delay(delay, delay_mode, state)?;
+                DelayImpl::Tun
+            };
+            tb.delay_used = Some(used);
+            if let Some(mut st) = State::load(&name) {
+                st.delay_impl = Some(used);
+                st.save()?;
+            }
         }
         Ok(tb)
     }
@@ -422,6 +484,7 @@ impl Testbed {
             ))
         })?;
         Ok(Testbed {
+            delay_used: state.delay_impl,
             name: name.into(),
             config: state.config,
             delay: None,
@@ -548,6 +611,33 @@ impl Testbed {
             DelayDir::Forward => vec![forward],
             DelayDir::Both => vec![reverse, forward],
         }
+    }
+
+    /// Put `netem` in place; on failure remove what was added and say why.
+    fn start_netem(&mut self, delay: Duration) -> Result<(), Error> {
+        let sites = self.config.netem_sites(delay);
+        for (i, (role, line)) in sites.iter().enumerate() {
+            if let Err(e) =
+                netns::run_with_input("tc", &["-n", &self.ns(*role), "-batch", "-"], Some(line))
+            {
+                for (r, l) in &sites[..i] {
+                    let dev = l.split_whitespace().nth(3).unwrap_or("eth0");
+                    let _ = netns::run(
+                        "tc",
+                        &["-n", &self.ns(*r), "qdisc", "del", "dev", dev, "root"],
+                    );
+                }
+                return Err(Error::Setup(format!(
+                    "netem is not usable in this kernel ({e}); use the TUN delay line (--delay-impl tun or auto)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// What makes the delay, if there is one: `Netem` or `Tun` (never `Auto`).
+    pub fn delay_impl_used(&self) -> Option<DelayImpl> {
+        self.delay_used
     }
 
     fn start_delay(
@@ -856,6 +946,26 @@ mod tests {
             "bad testbed name",
         );
         assert!(TestbedConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn netem_placement() {
+        let d = Duration::from_millis(20);
+        let rev = TestbedConfig::default().netem_sites(d);
+        assert_eq!(
+            rev,
+            vec![(
+                Role::R2,
+                "qdisc add dev r1 root netem delay 20000us limit 100000\n".to_string()
+            )]
+        );
+        let both = TestbedConfig {
+            delay_dir: DelayDir::Both,
+            ..Default::default()
+        }
+        .netem_sites(d);
+        let roles: Vec<Role> = both.iter().map(|(r, _)| *r).collect();
+        assert_eq!(roles, vec![Role::R2, Role::Snd, Role::Xsnd]);
     }
 
     #[test]
