@@ -175,10 +175,18 @@ fn testbed_bench(b: TestbedBench) -> Result<()> {
                 CrossPattern::TcpBulk { .. } => (1.0, b.secs - trim),
                 _ => (trim, b.secs - trim),
             };
-            let ns = |s: f64| start + (s * 1e9) as u64;
+            // Edges on samples: interpolating inside a burst would blur bursty patterns.
+            let snap = |s: f64| {
+                truth
+                    .nearest_sample_ns(start + (s * 1e9) as u64)
+                    .unwrap_or(start)
+            };
+            let (lo_ns, hi_ns) = (snap(lo), snap(hi));
             let w = truth
-                .window(ns(lo), ns(hi))
+                .window(lo_ns, hi_ns)
                 .context("no ground truth for the window")?;
+            let secs = |t: u64| t.saturating_sub(start) as f64 / 1e9;
+            let (lo, hi) = (secs(lo_ns), secs(hi_ns));
             let reference = pattern.mean_rate_bps().unwrap_or(*cap * 1e6);
             errs.push((w.cross_bps - reference).abs() / reference);
             row.measured_mbit.push(w.cross_bps / 1e6);

@@ -100,7 +100,18 @@ impl Truth {
         })
     }
 
+    /// The time of the sample nearest to `t_ns`. Windows whose edges are samples need no
+    /// interpolation, which matters for bursty traffic (bursts are not spread evenly between
+    /// samples).
+    pub fn nearest_sample_ns(&self, t_ns: u64) -> Option<u64> {
+        self.samples
+            .iter()
+            .map(|s| s.t_ns)
+            .min_by_key(|t| t.abs_diff(t_ns))
+    }
+
     /// Ground truth over [from_ns, to_ns] (CLOCK_MONOTONIC), e.g. an estimate's own window.
+    /// Counters are interpolated linearly between samples at the edges.
     pub fn window(&self, from_ns: u64, to_ns: u64) -> Option<Bin> {
         let (a, b) = (self.at(from_ns)?, self.at(to_ns)?);
         let dt = b.t_ns.checked_sub(a.t_ns).filter(|d| *d > 0)? as f64 / 1e9;

@@ -1,0 +1,415 @@
+//! Control messages between agents, on a TCP connection.
+//!
+//! Every message is a frame: `type (u8) | length (u32, big-endian) | payload`. A frame longer
+//! than [`MAX_PAYLOAD`] is refused before it is buffered.
+
+use crate::{Reader, WireError, VERSION};
+
+/// Largest payload of one control frame (a report of 65 535 probes fits).
+pub const MAX_PAYLOAD: usize = 1 << 20;
+/// Frame header: type and length.
+pub const FRAME_HEADER: usize = 5;
+/// Longest error text carried.
+pub const MAX_ERROR_TEXT: usize = 1024;
+pub const NONCE_LEN: usize = 16;
+pub const MAC_LEN: usize = 32;
+
+/// One probe as the receiver saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxRecord {
+    pub index: u16,
+    /// Bytes of the UDP payload received.
+    pub size: u16,
+    /// Kernel receive timestamp (CLOCK_REALTIME, ns).
+    pub rx_ns: u64,
+    /// Sender timestamp the probe carried, echoed back.
+    pub sent_ns: u64,
+}
+
+const RX_RECORD_LEN: usize = 20;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Control {
+    /// Client → server, first: proves knowledge of the key before the server says anything.
+    /// `mac` = HMAC-SHA256(key, "mgrp1 client" ‖ nonce ‖ unix_ms).
+    ClientHello {
+        version: u8,
+        nonce: [u8; NONCE_LEN],
+        unix_ms: u64,
+        mac: [u8; MAC_LEN],
+    },
+    /// Server → client: the session, and proof the server knows the key too.
+    /// `mac` = HMAC-SHA256(key, "mgrp1 server" ‖ client nonce ‖ nonce ‖ session).
+    ServerHello {
+        session: u32,
+        nonce: [u8; NONCE_LEN],
+        mac: [u8; MAC_LEN],
+    },
+    /// Sender → receiver: a train of `count` probes, `bytes` in all, is about to start.
+    TrainStart {
+        train: u32,
+        count: u16,
+        bytes: u32,
+        timeout_ms: u32,
+    },
+    /// Sender → receiver: the train's last probe has left; `sent` probes were sent.
+    TrainEnd {
+        train: u32,
+        sent: u16,
+    },
+    /// Receiver → sender: what arrived of a train. `truncated` if the reflection budget cut it.
+    TrainReport {
+        train: u32,
+        truncated: bool,
+        received: Vec<RxRecord>,
+    },
+    /// Either way: something went wrong; the text is for people.
+    Error {
+        code: u16,
+        message: String,
+    },
+    Close,
+}
+
+mod ty {
+    pub const CLIENT_HELLO: u8 = 1;
+    pub const SERVER_HELLO: u8 = 2;
+    pub const TRAIN_START: u8 = 3;
+    pub const TRAIN_END: u8 = 4;
+    pub const TRAIN_REPORT: u8 = 5;
+    pub const ERROR: u8 = 6;
+    pub const CLOSE: u8 = 7;
+}
+
+/// Error codes in [`Control::Error`].
+pub mod code {
+    pub const BAD_MESSAGE: u16 = 1;
+    pub const BUSY: u16 = 2;
+    pub const BUDGET: u16 = 3;
+    pub const INTERNAL: u16 = 4;
+}
+
+impl Control {
+    /// Append this message as one frame.
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), WireError> {
+        let start = out.len();
+        out.push(0);
+        out.extend_from_slice(&[0; 4]);
+        let t = match self {
+            Control::ClientHello {
+                version,
+                nonce,
+                unix_ms,
+                mac,
+            } => {
+                out.push(*version);
+                out.extend_from_slice(nonce);
+                out.extend_from_slice(&unix_ms.to_be_bytes());
+                out.extend_from_slice(mac);
+                ty::CLIENT_HELLO
+            }
+            Control::ServerHello {
+                session,
+                nonce,
+                mac,
+            } => {
+                out.extend_from_slice(&session.to_be_bytes());
+                out.extend_from_slice(nonce);
+                out.extend_from_slice(mac);
+                ty::SERVER_HELLO
+            }
+            Control::TrainStart {
+                train,
+                count,
+                bytes,
+                timeout_ms,
+            } => {
+                out.extend_from_slice(&train.to_be_bytes());
+                out.extend_from_slice(&count.to_be_bytes());
+                out.extend_from_slice(&bytes.to_be_bytes());
+                out.extend_from_slice(&timeout_ms.to_be_bytes());
+                ty::TRAIN_START
+            }
+            Control::TrainEnd { train, sent } => {
+                out.extend_from_slice(&train.to_be_bytes());
+                out.extend_from_slice(&sent.to_be_bytes());
+                ty::TRAIN_END
+            }
+            Control::TrainReport {
+                train,
+                truncated,
+                received,
+            } => {
+                if received.len() > u16::MAX as usize {
+                    out.truncate(start);
+                    return Err(WireError::TooLarge {
+                        len: received.len(),
+                        max: u16::MAX as usize,
+                    });
+                }
+                out.extend_from_slice(&train.to_be_bytes());
+                out.push(*truncated as u8);
+                out.extend_from_slice(&(received.len() as u16).to_be_bytes());
+                for r in received {
+                    out.extend_from_slice(&r.index.to_be_bytes());
+                    out.extend_from_slice(&r.size.to_be_bytes());
+                    out.extend_from_slice(&r.rx_ns.to_be_bytes());
+                    out.extend_from_slice(&r.sent_ns.to_be_bytes());
+                }
+                ty::TRAIN_REPORT
+            }
+            Control::Error { code, message } => {
+                let mut m = message.as_str();
+                while m.len() > MAX_ERROR_TEXT {
+                    // Cut on a character boundary.
+                    let mut cut = MAX_ERROR_TEXT;
+                    while !m.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    m = &m[..cut];
+                }
+                out.extend_from_slice(&code.to_be_bytes());
+                out.extend_from_slice(&(m.len() as u16).to_be_bytes());
+                out.extend_from_slice(m.as_bytes());
+                ty::ERROR
+            }
+            Control::Close => ty::CLOSE,
+        };
+        let len = out.len() - start - FRAME_HEADER;
+        out[start] = t;
+        out[start + 1..start + 5].copy_from_slice(&(len as u32).to_be_bytes());
+        Ok(())
+    }
+
+    /// Decode one frame from the front of `buf`: `Ok(None)` if more bytes are needed,
+    /// `Ok(Some((msg, consumed)))` otherwise. An over-long length is an error at once, so a
+    /// reader never buffers more than [`MAX_PAYLOAD`] + header for one frame.
+    pub fn decode_frame(buf: &[u8]) -> Result<Option<(Control, usize)>, WireError> {
+        if buf.len() < FRAME_HEADER {
+            return Ok(None);
+        }
+        let t = buf[0];
+        let len = u32::from_be_bytes(buf[1..5].try_into().expect("4 bytes")) as usize;
+        if len > MAX_PAYLOAD {
+            return Err(WireError::TooLarge {
+                len,
+                max: MAX_PAYLOAD,
+            });
+        }
+        if buf.len() < FRAME_HEADER + len {
+            return Ok(None);
+        }
+        let msg = Self::decode_payload(t, &buf[FRAME_HEADER..FRAME_HEADER + len])?;
+        Ok(Some((msg, FRAME_HEADER + len)))
+    }
+
+    fn decode_payload(t: u8, p: &[u8]) -> Result<Control, WireError> {
+        let mut r = Reader::new(p);
+        let msg = match t {
+            ty::CLIENT_HELLO => {
+                let version = r.u8()?;
+                if version != VERSION {
+                    return Err(WireError::Version(version));
+                }
+                Control::ClientHello {
+                    version,
+                    nonce: r.array()?,
+                    unix_ms: r.u64()?,
+                    mac: r.array()?,
+                }
+            }
+            ty::SERVER_HELLO => Control::ServerHello {
+                session: r.u32()?,
+                nonce: r.array()?,
+                mac: r.array()?,
+            },
+            ty::TRAIN_START => {
+                let m = Control::TrainStart {
+                    train: r.u32()?,
+                    count: r.u16()?,
+                    bytes: r.u32()?,
+                    timeout_ms: r.u32()?,
+                };
+                if let Control::TrainStart { count: 0, .. } = m {
+                    return Err(WireError::Bad("empty train"));
+                }
+                m
+            }
+            ty::TRAIN_END => Control::TrainEnd {
+                train: r.u32()?,
+                sent: r.u16()?,
+            },
+            ty::TRAIN_REPORT => {
+                let train = r.u32()?;
+                let truncated = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(WireError::Bad("truncated flag")),
+                };
+                let n = r.u16()? as usize;
+                if r.remaining() != n * RX_RECORD_LEN {
+                    return Err(WireError::Bad("report length disagrees with its count"));
+                }
+                let mut received = Vec::with_capacity(n);
+                for _ in 0..n {
+                    received.push(RxRecord {
+                        index: r.u16()?,
+                        size: r.u16()?,
+                        rx_ns: r.u64()?,
+                        sent_ns: r.u64()?,
+                    });
+                }
+                Control::TrainReport {
+                    train,
+                    truncated,
+                    received,
+                }
+            }
+            ty::ERROR => {
+                let code = r.u16()?;
+                let n = r.u16()? as usize;
+                if n > MAX_ERROR_TEXT {
+                    return Err(WireError::TooLarge {
+                        len: n,
+                        max: MAX_ERROR_TEXT,
+                    });
+                }
+                let text = r.take(n)?;
+                let message = String::from_utf8(text.to_vec())
+                    .map_err(|_| WireError::Bad("error text is not UTF-8"))?;
+                Control::Error { code, message }
+            }
+            ty::CLOSE => Control::Close,
+            other => return Err(WireError::UnknownType(other)),
+        };
+        if r.remaining() != 0 {
+            return Err(WireError::Bad("trailing bytes in control message"));
+        }
+        Ok(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn samples() -> Vec<Control> {
+        vec![
+            Control::ClientHello {
+                version: VERSION,
+                nonce: [1; 16],
+                unix_ms: 5,
+                mac: [2; 32],
+            },
+            Control::ServerHello {
+                session: 9,
+                nonce: [3; 16],
+                mac: [4; 32],
+            },
+            Control::TrainStart {
+                train: 1,
+                count: 100,
+                bytes: 100_000,
+                timeout_ms: 2000,
+            },
+            Control::TrainEnd {
+                train: 1,
+                sent: 100,
+            },
+            Control::TrainReport {
+                train: 1,
+                truncated: false,
+                received: vec![
+                    RxRecord {
+                        index: 0,
+                        size: 1000,
+                        rx_ns: 77,
+                        sent_ns: 66
+                    };
+                    3
+                ],
+            },
+            Control::Error {
+                code: code::BUSY,
+                message: "busy — try later".into(),
+            },
+            Control::Close,
+        ]
+    }
+
+    #[test]
+    fn round_trip_and_streaming() {
+        let mut stream = Vec::new();
+        for m in samples() {
+            m.encode(&mut stream).unwrap();
+        }
+        let mut pos = 0;
+        let mut got = Vec::new();
+        while let Some((m, n)) = Control::decode_frame(&stream[pos..]).unwrap() {
+            got.push(m);
+            pos += n;
+        }
+        assert_eq!(got, samples());
+        // Every strict prefix of a frame asks for more rather than failing.
+        let mut one = Vec::new();
+        samples()[4].encode(&mut one).unwrap();
+        for cut in 0..one.len() {
+            assert_eq!(Control::decode_frame(&one[..cut]).unwrap(), None);
+        }
+    }
+
+    #[test]
+    fn refuses_oversized_and_malformed() {
+        let mut f = vec![ty::TRAIN_END];
+        f.extend_from_slice(&((MAX_PAYLOAD + 1) as u32).to_be_bytes());
+        assert!(matches!(
+            Control::decode_frame(&f),
+            Err(WireError::TooLarge { .. })
+        ));
+        let mut f = Vec::new();
+        Control::TrainEnd { train: 1, sent: 2 }
+            .encode(&mut f)
+            .unwrap();
+        f[0] = 200;
+        assert_eq!(Control::decode_frame(&f), Err(WireError::UnknownType(200)));
+        let mut f = Vec::new();
+        Control::Close.encode(&mut f).unwrap();
+        f[4] = 1;
+        f.push(0);
+        assert!(Control::decode_frame(&f).is_err(), "trailing bytes");
+        let long = Control::Error {
+            code: 1,
+            message: "é".repeat(2000),
+        };
+        let mut f = Vec::new();
+        long.encode(&mut f).unwrap();
+        let (m, _) = Control::decode_frame(&f).unwrap().unwrap();
+        let Control::Error { message, .. } = m else {
+            panic!("error expected")
+        };
+        assert!(message.len() <= MAX_ERROR_TEXT);
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+            let _ = Control::decode_frame(&bytes);
+            if !bytes.is_empty() {
+                let _ = Control::decode_payload(bytes[0], &bytes[1..]);
+            }
+        }
+
+        #[test]
+        fn reports_round_trip(train: u32, truncated: bool,
+                              recs in proptest::collection::vec((any::<u16>(), any::<u16>(), any::<u64>(), any::<u64>()), 0..200)) {
+            let received: Vec<RxRecord> = recs.into_iter().map(|(index, size, rx_ns, sent_ns)| RxRecord { index, size, rx_ns, sent_ns }).collect();
+            let m = Control::TrainReport { train, truncated, received };
+            let mut f = Vec::new();
+            m.encode(&mut f).unwrap();
+            let (d, n) = Control::decode_frame(&f).unwrap().unwrap();
+            prop_assert_eq!(n, f.len());
+            prop_assert_eq!(d, m);
+        }
+    }
+}

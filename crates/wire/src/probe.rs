@@ -1,0 +1,365 @@
+//! The probe packet: the UDP payload of one probe, exactly as large as asked for.
+//!
+//! ```text
+//!  0       1       2               4                               8
+//!  +-------+-------+---------------+-------------------------------+
+//!  |version| kind  |     flags     |          session id           |
+//!  +-------+-------+---------------+-------------------------------+
+//!  |           sequence            |           train id            |
+//!  +---------------+---------------+-------------------------------+
+//!  |  train index  |  header len   |   sender timestamp (ns, 64)   |
+//!  +---------------+---------------+-------------------------------+
+//!  |  (timestamp)                  |  train len    |   reserved    |
+//!  +-------------------------------+---------------+---------------+ 32
+//!  | rider descriptor (12) + rider bytes + tag (16)   -- if RIDER  |
+//!  +---------------------------------------------------------------+ header len
+//!  | padding (zeros) up to the probe size                           |
+//!  +---------------------------------------------------------------+
+//! ```
+//! All integers are big-endian. `header len` counts everything before the padding.
+
+use crate::{Reader, WireError, VERSION};
+
+/// `kind` of a probe packet.
+pub const KIND_PROBE: u8 = 1;
+/// Fixed header bytes: the smallest probe.
+pub const HEADER_LEN: usize = 32;
+/// Rider descriptor bytes (before the rider's own bytes).
+pub const RIDER_DESC_LEN: usize = 12;
+/// Authentication tag bytes after a rider.
+pub const TAG_LEN: usize = 16;
+/// Largest UDP payload over IPv4.
+pub const MAX_PROBE: usize = 65_507;
+
+/// Flag: the estimator allows this probe's padding to carry a rider.
+pub const FLAG_MAY_CARRY: u16 = 1 << 0;
+/// Flag: a rider descriptor, rider and tag follow the header.
+pub const FLAG_RIDER: u16 = 1 << 1;
+/// Flag: last probe of its train.
+pub const FLAG_LAST: u16 = 1 << 2;
+const KNOWN_FLAGS: u16 = FLAG_MAY_CARRY | FLAG_RIDER | FLAG_LAST;
+
+/// The fixed part of every probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProbeHeader {
+    pub flags: u16,
+    pub session: u32,
+    /// Per-session probe sequence number.
+    pub seq: u32,
+    pub train: u32,
+    /// Position in the train, from 0.
+    pub index: u16,
+    /// Number of probes in the train.
+    pub train_len: u16,
+    /// Sender's clock just before the probe left, nanoseconds.
+    pub sent_ns: u64,
+}
+
+/// Inner protocol of a rider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RiderProto {
+    Tcp,
+    Udp,
+    Other(u8),
+}
+
+impl RiderProto {
+    fn code(self) -> u8 {
+        match self {
+            RiderProto::Tcp => 6,
+            RiderProto::Udp => 17,
+            RiderProto::Other(p) => p,
+        }
+    }
+    fn from_code(c: u8) -> Self {
+        match c {
+            6 => RiderProto::Tcp,
+            17 => RiderProto::Udp,
+            p => RiderProto::Other(p),
+        }
+    }
+}
+
+/// A host packet (or a fragment of one) carried in a probe's padding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rider<'a> {
+    /// Identifies the carried packet across its fragments.
+    pub frag_id: u32,
+    /// Byte offset of `data` within the carried packet.
+    pub offset: u16,
+    pub proto: RiderProto,
+    /// This fragment ends the carried packet (a whole packet has offset 0 and `last`).
+    pub last: bool,
+    pub data: &'a [u8],
+    /// Authentication tag over the header and rider (computed by the engine).
+    pub tag: [u8; TAG_LEN],
+}
+
+/// A decoded probe, borrowing from the packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe<'a> {
+    pub header: ProbeHeader,
+    pub rider: Option<Rider<'a>>,
+    /// Bytes of padding after the header part.
+    pub padding: usize,
+}
+
+/// Bytes a probe needs before padding, given its rider's length.
+pub fn header_len(rider_len: Option<usize>) -> usize {
+    HEADER_LEN + rider_len.map(|n| RIDER_DESC_LEN + n + TAG_LEN).unwrap_or(0)
+}
+
+/// Write a probe of exactly `size` bytes into `out[..size]`. Padding is zeroed. The rider flag
+/// is set from `rider`; other flags come from `header`.
+pub fn encode(
+    header: &ProbeHeader,
+    rider: Option<&Rider<'_>>,
+    size: usize,
+    out: &mut [u8],
+) -> Result<usize, WireError> {
+    let hlen = header_len(rider.map(|r| r.data.len()));
+    if size > MAX_PROBE {
+        return Err(WireError::TooLarge {
+            len: size,
+            max: MAX_PROBE,
+        });
+    }
+    if size < hlen {
+        return Err(WireError::Bad(
+            "probe size smaller than its header and rider",
+        ));
+    }
+    if out.len() < size {
+        return Err(WireError::Truncated {
+            need: size,
+            have: out.len(),
+        });
+    }
+    let mut flags = header.flags & !FLAG_RIDER;
+    if rider.is_some() {
+        flags |= FLAG_RIDER;
+    }
+    let b = &mut out[..size];
+    b[0] = VERSION;
+    b[1] = KIND_PROBE;
+    b[2..4].copy_from_slice(&flags.to_be_bytes());
+    b[4..8].copy_from_slice(&header.session.to_be_bytes());
+    b[8..12].copy_from_slice(&header.seq.to_be_bytes());
+    b[12..16].copy_from_slice(&header.train.to_be_bytes());
+    b[16..18].copy_from_slice(&header.index.to_be_bytes());
+    b[18..20].copy_from_slice(&(hlen as u16).to_be_bytes());
+    b[20..28].copy_from_slice(&header.sent_ns.to_be_bytes());
+    b[28..30].copy_from_slice(&header.train_len.to_be_bytes());
+    b[30..32].fill(0);
+    let mut pos = HEADER_LEN;
+    if let Some(r) = rider {
+        b[pos..pos + 4].copy_from_slice(&r.frag_id.to_be_bytes());
+        b[pos + 4..pos + 6].copy_from_slice(&r.offset.to_be_bytes());
+        b[pos + 6..pos + 8].copy_from_slice(&(r.data.len() as u16).to_be_bytes());
+        b[pos + 8] = r.proto.code();
+        b[pos + 9] = r.last as u8;
+        b[pos + 10..pos + 12].fill(0);
+        pos += RIDER_DESC_LEN;
+        b[pos..pos + r.data.len()].copy_from_slice(r.data);
+        pos += r.data.len();
+        b[pos..pos + TAG_LEN].copy_from_slice(&r.tag);
+        pos += TAG_LEN;
+    }
+    b[pos..].fill(0);
+    Ok(size)
+}
+
+/// Overwrite the sender timestamp of an encoded probe in place (the pacer stamps at departure).
+pub fn stamp(buf: &mut [u8], sent_ns: u64) -> Result<(), WireError> {
+    if buf.len() < HEADER_LEN {
+        return Err(WireError::Truncated {
+            need: HEADER_LEN,
+            have: buf.len(),
+        });
+    }
+    buf[20..28].copy_from_slice(&sent_ns.to_be_bytes());
+    Ok(())
+}
+
+/// Decode a probe. Total: any input gives a probe or an error.
+pub fn decode(buf: &[u8]) -> Result<Probe<'_>, WireError> {
+    if buf.len() > MAX_PROBE {
+        return Err(WireError::TooLarge {
+            len: buf.len(),
+            max: MAX_PROBE,
+        });
+    }
+    let mut r = Reader::new(buf);
+    let version = r.u8()?;
+    if version != VERSION {
+        return Err(WireError::Version(version));
+    }
+    let kind = r.u8()?;
+    if kind != KIND_PROBE {
+        return Err(WireError::UnknownType(kind));
+    }
+    let flags = r.u16()?;
+    if flags & !KNOWN_FLAGS != 0 {
+        return Err(WireError::Bad("unknown probe flags"));
+    }
+    let session = r.u32()?;
+    let seq = r.u32()?;
+    let train = r.u32()?;
+    let index = r.u16()?;
+    let hlen = r.u16()? as usize;
+    let sent_ns = r.u64()?;
+    let train_len = r.u16()?;
+    let _reserved = r.u16()?;
+    if hlen < HEADER_LEN || hlen > buf.len() {
+        return Err(WireError::Bad("header length outside the packet"));
+    }
+    if index >= train_len {
+        return Err(WireError::Bad("train index beyond train length"));
+    }
+    let header = ProbeHeader {
+        flags,
+        session,
+        seq,
+        train,
+        index,
+        train_len,
+        sent_ns,
+    };
+    let rider = if flags & FLAG_RIDER != 0 {
+        let frag_id = r.u32()?;
+        let offset = r.u16()?;
+        let len = r.u16()? as usize;
+        let proto = RiderProto::from_code(r.u8()?);
+        let rflags = r.u8()?;
+        if rflags > 1 {
+            return Err(WireError::Bad("unknown rider flags"));
+        }
+        let _reserved = r.u16()?;
+        if header_len(Some(len)) != hlen {
+            return Err(WireError::Bad("rider length disagrees with header length"));
+        }
+        let data = r.take(len)?;
+        let tag = r.array::<TAG_LEN>()?;
+        Some(Rider {
+            frag_id,
+            offset,
+            proto,
+            last: rflags == 1,
+            data,
+            tag,
+        })
+    } else {
+        if hlen != HEADER_LEN {
+            return Err(WireError::Bad("header length without a rider"));
+        }
+        None
+    };
+    Ok(Probe {
+        header,
+        rider,
+        padding: buf.len() - hlen,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn header() -> ProbeHeader {
+        ProbeHeader {
+            flags: FLAG_MAY_CARRY,
+            session: 7,
+            seq: 99,
+            train: 3,
+            index: 4,
+            train_len: 10,
+            sent_ns: 123_456_789,
+        }
+    }
+
+    #[test]
+    fn plain_probe_round_trip_and_exact_size() {
+        let mut buf = [0xffu8; 1500];
+        let n = encode(&header(), None, 1000, &mut buf).unwrap();
+        assert_eq!(n, 1000);
+        let p = decode(&buf[..n]).unwrap();
+        assert_eq!(p.header, header());
+        assert_eq!(p.rider, None);
+        assert_eq!(p.padding, 1000 - HEADER_LEN);
+        assert!(buf[HEADER_LEN..1000].iter().all(|b| *b == 0));
+        stamp(&mut buf[..n], 42).unwrap();
+        assert_eq!(decode(&buf[..n]).unwrap().header.sent_ns, 42);
+    }
+
+    #[test]
+    fn rider_round_trip() {
+        let data = [1u8, 2, 3, 4, 5];
+        let rider = Rider {
+            frag_id: 11,
+            offset: 40,
+            proto: RiderProto::Tcp,
+            last: true,
+            data: &data,
+            tag: [9; 16],
+        };
+        let mut buf = [0u8; 200];
+        let n = encode(&header(), Some(&rider), 200, &mut buf).unwrap();
+        let p = decode(&buf[..n]).unwrap();
+        assert_eq!(p.rider, Some(rider));
+        assert_eq!(p.header.flags, FLAG_MAY_CARRY | FLAG_RIDER);
+        assert_eq!(p.padding, 200 - header_len(Some(5)));
+        // A rider that does not fit is refused, not truncated.
+        assert!(encode(&header(), Some(&rider), 60, &mut buf).is_err());
+    }
+
+    #[test]
+    fn malformed_inputs_are_errors() {
+        let mut buf = [0u8; 100];
+        encode(&header(), None, 100, &mut buf).unwrap();
+        assert!(matches!(
+            decode(&buf[..31]),
+            Err(WireError::Truncated { .. })
+        ));
+        let mut v = buf;
+        v[0] = 9;
+        assert_eq!(decode(&v), Err(WireError::Version(9)));
+        let mut v = buf;
+        v[18..20].copy_from_slice(&500u16.to_be_bytes());
+        assert!(decode(&v).is_err());
+        let mut v = buf;
+        v[16..18].copy_from_slice(&10u16.to_be_bytes()); // index == train_len
+        assert!(decode(&v).is_err());
+        let mut v = buf;
+        v[2..4].copy_from_slice(&0x8000u16.to_be_bytes());
+        assert!(decode(&v).is_err());
+        assert!(decode(&[]).is_err());
+        assert!(encode(&header(), None, MAX_PROBE + 1, &mut [0u8; 10]).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let _ = decode(&bytes);
+        }
+
+        #[test]
+        fn round_trip(session: u32, seq: u32, train: u32, len in 1u16..2000, idx in 0u16..2000, sent: u64,
+                      may: bool, last: bool, rider in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300)),
+                      extra in 0usize..500) {
+            let index = idx % len;
+            let flags = if may { FLAG_MAY_CARRY } else { 0 } | if last { FLAG_LAST } else { 0 };
+            let h = ProbeHeader { flags, session, seq, train, index, train_len: len, sent_ns: sent };
+            let r = rider.as_ref().map(|d| Rider { frag_id: seq, offset: 0, proto: RiderProto::Udp, last: true, data: d, tag: [7; 16] });
+            let size = header_len(rider.as_ref().map(|d| d.len())) + extra;
+            let mut buf = vec![0u8; size];
+            prop_assert_eq!(encode(&h, r.as_ref(), size, &mut buf).unwrap(), size);
+            let p = decode(&buf).unwrap();
+            let mut want = h;
+            if r.is_some() { want.flags |= FLAG_RIDER; }
+            prop_assert_eq!(p.header, want);
+            prop_assert_eq!(p.rider, r);
+            prop_assert_eq!(p.padding, extra);
+        }
+    }
+}
