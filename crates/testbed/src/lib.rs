@@ -13,7 +13,7 @@
 //! line (the project's own, through a TUN device, for kernels without `netem`) adds one-way
 //! delay on the reverse path by default, so forward probe spacing stays clean.
 
-pub mod clock;
+pub use mgrp_clock as clock;
 pub mod counters;
 pub mod delayline;
 pub mod generator;

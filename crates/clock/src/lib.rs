@@ -49,3 +49,15 @@ pub fn wait_until(deadline_ns: u64, spin_ns: u64) {
         std::hint::spin_loop();
     }
 }
+
+/// Nanoseconds on CLOCK_REALTIME: the clock kernel packet timestamps (SO_TIMESTAMPNS,
+/// SO_TIMESTAMPING) use.
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes a timespec we own; CLOCK_REALTIME always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,0 +1,202 @@
+//! The sending side of a session with a peer agent.
+
+use crate::auth::Key;
+use crate::ctrl::FrameIo;
+use crate::pacer::{Job, Pacer};
+use crate::train::{TrainResult, TrainSpec};
+use crate::Error;
+use mgrp_wire::control::Control;
+use mgrp_wire::probe::{self, ProbeHeader, FLAG_LAST, FLAG_MAY_CARRY};
+use mgrp_wire::VERSION;
+use rand::Rng;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long after the last probe the receiver's report may take, beyond the train itself.
+pub const REPORT_GRACE: Duration = Duration::from_secs(2);
+/// Lead time between announcing a train and its first probe.
+const LEAD_NS: u64 = 300_000;
+
+pub struct Session {
+    peer: SocketAddr,
+    ctrl: FrameIo,
+    udp: Arc<UdpSocket>,
+    session: u32,
+    seq: u32,
+    next_train: u32,
+    pacer: Arc<Pacer>,
+}
+
+impl Session {
+    /// Connect to the agent at `peer` (its control and probe port) and authenticate.
+    pub fn connect(
+        peer: SocketAddr,
+        key: &Key,
+        pacer: Arc<Pacer>,
+        timeout: Duration,
+    ) -> Result<Session, Error> {
+        let stream = TcpStream::connect_timeout(&peer, timeout).map_err(|e| {
+            Error::io(
+                format!("connect to agent at {peer} (is `mgrp agent` running there?)"),
+                e,
+            )
+        })?;
+        let mut ctrl = FrameIo::new(stream);
+        let mut nonce = [0u8; 16];
+        rand::rng().fill(&mut nonce);
+        let unix_ms = mgrp_clock::realtime_ns() / 1_000_000;
+        ctrl.send(&Control::ClientHello {
+            version: VERSION,
+            nonce,
+            unix_ms,
+            mac: key.client_mac(&nonce, unix_ms),
+        })?;
+        let auth_err = |why: &str| Error::Auth {
+            peer: peer.to_string(),
+            why: why.into(),
+        };
+        let reply =
+            match ctrl.recv(Instant::now() + timeout) {
+                Ok(Some(m)) => m,
+                Ok(None) => {
+                    return Err(auth_err(
+                        "no answer (wrong key, or clocks more than 60 s apart?)",
+                    ))
+                }
+                Err(_) => return Err(auth_err(
+                    "the agent closed the connection (wrong key, or clocks more than 60 s apart?)",
+                )),
+            };
+        let Control::ServerHello {
+            session,
+            nonce: snonce,
+            mac,
+        } = reply
+        else {
+            return Err(auth_err("unexpected answer to hello"));
+        };
+        if !key.verify_server(&nonce, &snonce, session, &mac) {
+            return Err(auth_err("the agent could not prove it holds the key"));
+        }
+        let udp = UdpSocket::bind(if peer.is_ipv4() {
+            "0.0.0.0:0"
+        } else {
+            "[::]:0"
+        })
+        .map_err(|e| Error::io("bind probe socket", e))?;
+        udp.connect(peer)
+            .map_err(|e| Error::io(format!("connect probe socket to {peer}"), e))?;
+        Ok(Session {
+            peer,
+            ctrl,
+            udp: Arc::new(udp),
+            session,
+            seq: 0,
+            next_train: 1,
+            pacer,
+        })
+    }
+
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    pub fn session_id(&self) -> u32 {
+        self.session
+    }
+
+    /// Send one train and wait for the receiver's report. A lost report (peer gone) ends the
+    /// train after a bounded wait with every probe counted lost; it is not an error.
+    pub fn send_train(&mut self, spec: &TrainSpec) -> Result<TrainResult, Error> {
+        spec.validate()?;
+        let train = self.next_train;
+        self.next_train = self.next_train.wrapping_add(1).max(1);
+        let n = spec.probes.len();
+        let mut packets = Vec::with_capacity(n);
+        for (i, p) in spec.probes.iter().enumerate() {
+            let mut flags = if p.may_carry { FLAG_MAY_CARRY } else { 0 };
+            if i + 1 == n {
+                flags |= FLAG_LAST;
+            }
+            let h = ProbeHeader {
+                flags,
+                session: self.session,
+                seq: self.seq,
+                train,
+                index: i as u16,
+                train_len: n as u16,
+                sent_ns: 0,
+            };
+            self.seq = self.seq.wrapping_add(1);
+            let mut buf = vec![0u8; p.size as usize];
+            probe::encode(&h, None, p.size as usize, &mut buf)
+                .map_err(|e| Error::BadInput(format!("probe {i}: {e}")))?;
+            packets.push(buf);
+        }
+        let planned = Duration::from_nanos(spec.planned_ns());
+        let timeout = planned + REPORT_GRACE;
+        self.ctrl.send(&Control::TrainStart {
+            train,
+            count: n as u16,
+            bytes: spec.bytes().min(u32::MAX as u64) as u32,
+            timeout_ms: timeout.as_millis().min(u32::MAX as u128) as u32,
+        })?;
+        let start = mgrp_clock::now_ns() + LEAD_NS;
+        let due_ns = spec.offsets().iter().map(|o| start + o).collect();
+        let (done_tx, done_rx) = std::sync::mpsc::sync_channel(1);
+        self.pacer.submit(Job {
+            sock: self.udp.clone(),
+            packets,
+            due_ns,
+            ttls: spec.probes.iter().map(|p| p.ttl).collect(),
+            done: done_tx,
+        })?;
+        let sends = done_rx
+            .recv_timeout(planned + Duration::from_secs(30))
+            .map_err(|_| Error::Timeout("the pacer did not finish the train".into()))?;
+        let sent = sends.iter().filter(|s| s.mono_ns.is_some()).count() as u16;
+        // The peer may already be gone: then the report is simply missing.
+        let report = if self.ctrl.send(&Control::TrainEnd { train, sent }).is_ok() {
+            self.await_report(train, Instant::now() + REPORT_GRACE)
+        } else {
+            None
+        };
+        let peer = self.peer.to_string();
+        Ok(match report {
+            Some((records, truncated)) => TrainResult::assemble(
+                train,
+                peer,
+                spec,
+                start,
+                &sends,
+                Some((&records, truncated)),
+            ),
+            None => TrainResult::assemble(train, peer, spec, start, &sends, None),
+        })
+    }
+
+    fn await_report(
+        &mut self,
+        train: u32,
+        deadline: Instant,
+    ) -> Option<(Vec<mgrp_wire::control::RxRecord>, bool)> {
+        loop {
+            match self.ctrl.recv(deadline) {
+                Ok(Some(Control::TrainReport {
+                    train: t,
+                    truncated,
+                    received,
+                })) if t == train => return Some((received, truncated)),
+                Ok(Some(_)) => continue, // a late report of an earlier train
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.ctrl.send(&Control::Close);
+    }
+}

@@ -1,0 +1,119 @@
+//! The pacer: a dedicated thread that sleeps until just before a train and spins through it.
+//!
+//! Trains are serialized: one runs at a time, so probes of different trains never interleave.
+//! Between probes, other traffic (the host's own) may pass; nothing else is sent by the pacer.
+
+use crate::train::SendRecord;
+use crate::Error;
+use mgrp_clock::{now_ns, realtime_ns, sleep_until, tighten_timer_slack};
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Wake this long before a train's first probe (or before a long gap ends) and spin the rest.
+pub const SPIN_NS: u64 = 200_000;
+/// Trains waiting for the pacer at most (every buffer has a bound).
+pub const QUEUE: usize = 64;
+
+/// One train for the pacer: encoded probes and when each must leave.
+pub struct Job {
+    pub sock: Arc<UdpSocket>,
+    pub packets: Vec<Vec<u8>>,
+    /// Departure of each probe, CLOCK_MONOTONIC ns.
+    pub due_ns: Vec<u64>,
+    pub ttls: Vec<Option<u8>>,
+    pub done: SyncSender<Vec<SendRecord>>,
+}
+
+pub struct Pacer {
+    tx: Option<SyncSender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Pacer {
+    pub fn spawn() -> Result<Pacer, Error> {
+        let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("mgrp-pacer".into())
+            .spawn(move || run(rx))
+            .map_err(|e| Error::io("spawn pacer thread", e))?;
+        Ok(Pacer {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Queue a train; the receiver yields the send records when it has gone.
+    pub fn submit(&self, job: Job) -> Result<(), Error> {
+        self.tx
+            .as_ref()
+            .expect("pacer running")
+            .try_send(job)
+            .map_err(|_| {
+                Error::BadInput(format!(
+                    "the pacer already has {QUEUE} trains waiting; slow down"
+                ))
+            })
+    }
+}
+
+impl Drop for Pacer {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn set_ttl(sock: &UdpSocket, ttl: u8) {
+    let v: libc::c_int = ttl as libc::c_int;
+    // SAFETY: setsockopt on a valid fd with an int-sized option value.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_TTL,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
+fn run(rx: Receiver<Job>) {
+    tighten_timer_slack();
+    while let Ok(mut job) = rx.recv() {
+        let mut records = Vec::with_capacity(job.packets.len());
+        let mut ttl_now: Option<u8> = None;
+        for (i, pkt) in job.packets.iter_mut().enumerate() {
+            let due = job.due_ns[i];
+            let want_ttl = job.ttls[i];
+            if want_ttl != ttl_now {
+                set_ttl(&job.sock, want_ttl.unwrap_or(64));
+                ttl_now = want_ttl;
+            }
+            // Sleep only where the wait is long (before the train, or a long gap); inside a
+            // train nanosleep would wake 60-100 us late.
+            if due > now_ns() + SPIN_NS {
+                sleep_until(due - SPIN_NS);
+            }
+            while now_ns() < due {
+                std::hint::spin_loop();
+            }
+            let real = realtime_ns();
+            let _ = mgrp_wire::probe::stamp(pkt, real);
+            let t = now_ns();
+            let ok = job.sock.send(pkt).is_ok();
+            records.push(SendRecord {
+                mono_ns: ok.then_some(t),
+                real_ns: real,
+            });
+        }
+        if ttl_now.is_some() {
+            set_ttl(&job.sock, 64);
+        }
+        let _ = job.done.send(records);
+    }
+}
