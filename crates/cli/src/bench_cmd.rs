@@ -13,6 +13,30 @@ use std::time::Duration;
 pub enum BenchCmd {
     /// The testbed itself: generator rate accuracy at the bottleneck counters, delay-line accuracy.
     Testbed(TestbedBench),
+    /// The pacer: sender and receiver gap error of probe trains on an idle testbed path.
+    Pacing(PacingBench),
+}
+
+#[derive(Args)]
+pub struct PacingBench {
+    /// Trains per gap setting.
+    #[arg(long, default_value_t = 30)]
+    trains: u32,
+    /// Probes per train and probe size.
+    #[arg(long, default_value_t = 100)]
+    count: usize,
+    #[arg(long, default_value_t = 1000)]
+    size: u16,
+    /// Gaps to measure, microseconds.
+    #[arg(long, value_delimiter = ',', default_value = "100,50,20,12")]
+    gaps_us: Vec<f64>,
+    /// Bottleneck capacity of the (idle) testbed path.
+    #[arg(long, default_value = "1gbit", value_parser = crate::testbed_cmd::rate)]
+    capacity: u64,
+    #[arg(long)]
+    json: bool,
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -37,6 +61,7 @@ pub struct TestbedBench {
 pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Testbed(b) => testbed_bench(b),
+        BenchCmd::Pacing(b) => pacing_bench(b),
     }
 }
 
@@ -324,4 +349,164 @@ fn testbed_bench(b: TestbedBench) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[derive(Serialize)]
+struct PacingRow {
+    gap_us: f64,
+    trains: u32,
+    probes: usize,
+    /// |actual − intended| gap at the sender, microseconds, over all gaps of all trains.
+    sender_err_us: Option<mgrp_engine::train::Quantiles>,
+    /// The same from kernel TX software timestamps (the packet reaching the device).
+    kernel_tx_err_us: Option<mgrp_engine::train::Quantiles>,
+    /// |receive gap − intended gap| from kernel RX timestamps, microseconds.
+    receiver_err_us: Option<mgrp_engine::train::Quantiles>,
+    flagged_trains: u32,
+    lost: usize,
+    /// Receive rate over the train vs the intended in-train rate (medians).
+    intended_mbit: f64,
+    rx_rate_mbit_median: f64,
+}
+
+fn pacing_bench(b: PacingBench) -> Result<()> {
+    use mgrp_engine::agent::{Agent, AgentConfig};
+    use mgrp_engine::auth::Key;
+    use mgrp_engine::client::Session;
+    use mgrp_engine::pacer::Pacer;
+    use mgrp_engine::train::{Quantiles, TrainSpec};
+    use mgrp_testbed::netns::spawn_in;
+    use mgrp_testbed::Role;
+    anyhow::ensure!(
+        b.trains >= 1 && b.trains <= 10_000,
+        "--trains must be 1..=10000"
+    );
+    anyhow::ensure!(
+        b.gaps_us.iter().all(|g| *g > 0.0 && *g <= 1e6),
+        "gaps must be in (0, 1e6] us"
+    );
+    let tb = Testbed::up(
+        TestbedConfig {
+            capacity_bps: b.capacity,
+            ..Default::default()
+        },
+        DelayMode::Thread,
+    )?;
+    let key = Key::from_hex(&format!("{:032x}", rand_key()))?;
+    let listen: std::net::SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse()?;
+    let k2 = key.clone();
+    let agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
+        Agent::start(AgentConfig::new(listen, k2))
+            .map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
+    })?
+    .join()
+    .map_err(|_| anyhow::anyhow!("agent thread panicked"))??;
+    let (trains, count, size, gaps) = (b.trains, b.count, b.size, b.gaps_us.clone());
+    let rows = spawn_in(&tb.ns(Role::Snd), "bench", move || {
+        let run = || -> anyhow::Result<Vec<PacingRow>> {
+            let mut s = Session::connect(
+                listen,
+                &key,
+                std::sync::Arc::new(Pacer::spawn()?),
+                Duration::from_secs(3),
+            )?;
+            let mut rows = Vec::new();
+            for gap in gaps {
+                let spec = TrainSpec::uniform(count, size, (gap * 1e3).round() as u64);
+                let (mut tx, mut ktx, mut rx, mut rates) =
+                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                let (mut flagged, mut lost) = (0, 0);
+                for i in 0..trains {
+                    eprint!("\rgap {gap} us: train {}/{trains}   ", i + 1);
+                    let r = s.send_train(&spec)?;
+                    flagged += r.stats.flagged as u32;
+                    lost += r.stats.lost;
+                    rates.extend(r.rx_rate_bps());
+                    for w in r.probes.windows(2) {
+                        let want = (w[1].intended_ns - w[0].intended_ns) as f64;
+                        if let (Some(a), Some(b)) = (w[0].sent_ns, w[1].sent_ns) {
+                            tx.push((b as f64 - a as f64 - want).abs() / 1e3);
+                        }
+                        if let (Some(a), Some(b)) = (w[0].tx_kernel_ns, w[1].tx_kernel_ns) {
+                            ktx.push((b as f64 - a as f64 - want).abs() / 1e3);
+                        }
+                        if let (Some(a), Some(b)) = (w[0].rx_ns, w[1].rx_ns) {
+                            rx.push((b as f64 - a as f64 - want).abs() / 1e3);
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                rows.push(PacingRow {
+                    gap_us: gap,
+                    trains,
+                    probes: count,
+                    sender_err_us: Quantiles::of(tx),
+                    kernel_tx_err_us: Quantiles::of(ktx),
+                    receiver_err_us: Quantiles::of(rx),
+                    flagged_trains: flagged,
+                    lost,
+                    intended_mbit: size as f64 * 8.0 / gap,
+                    rx_rate_mbit_median: median(&mut rates) / 1e6,
+                });
+            }
+            Ok(rows)
+        };
+        run().map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
+    })?
+    .join()
+    .map_err(|_| anyhow::anyhow!("bench thread panicked"))??;
+    eprintln!();
+    drop(agent);
+    let json = serde_json::to_string_pretty(&rows)?;
+    if let Some(p) = &b.out {
+        std::fs::write(p, &json).with_context(|| format!("write {}", p.display()))?;
+    }
+    if b.json {
+        say!("{json}");
+        return Ok(());
+    }
+    say!(
+        "Pacing: {} trains × {} probes × {} B per gap, idle {} testbed path; errors in µs",
+        b.trains,
+        b.count,
+        b.size,
+        mgrp_testbed::units::fmt_rate(b.capacity as f64)
+    );
+    say!("| gap µs | sender median | sender p99 | sender max | kernel TX median | kernel TX p99 | receiver median | receiver p99 | receiver max | flagged trains | lost | rx rate / intended Mbit/s |");
+    say!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let f = |q: Option<mgrp_engine::train::Quantiles>| {
+        q.map(|q| (q.median, q.p99, q.max))
+            .unwrap_or((f64::NAN, f64::NAN, f64::NAN))
+    };
+    for r in &rows {
+        let (sm, sp, sx) = f(r.sender_err_us);
+        let (rm, rp, rx) = f(r.receiver_err_us);
+        let (km, kp, _) = f(r.kernel_tx_err_us);
+        say!(
+            "| {} | {:.3} | {:.2} | {:.1} | {:.3} | {:.2} | {:.3} | {:.2} | {:.1} | {}/{} | {} | {:.1} / {:.1} |",
+            r.gap_us,
+            sm,
+            sp,
+            sx,
+            km,
+            kp,
+            rm,
+            rp,
+            rx,
+            r.flagged_trains,
+            r.trains,
+            r.lost,
+            r.rx_rate_mbit_median,
+            r.intended_mbit
+        );
+    }
+    Ok(())
+}
+
+/// A throwaway key for the benchmark's own agents.
+fn rand_key() -> u128 {
+    let mut b = [0u8; 16];
+    let _ = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b));
+    u128::from_be_bytes(b) | 1 << 127
 }

@@ -1,7 +1,10 @@
 //! `mgrp`: the Measurement Manager's command line.
 
+mod agent_cmd;
 mod bench_cmd;
 mod output;
+mod probe_cmd;
+mod signals;
 mod testbed_cmd;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +26,10 @@ enum Command {
     /// Build, inspect and tear down the network-namespace testbed; run cross traffic and read ground truth.
     #[command(subcommand)]
     Testbed(testbed_cmd::TestbedCmd),
+    /// Run the per-host agent: answer probes of authenticated peers, serve the Probe API.
+    Agent(agent_cmd::AgentArgs),
+    /// Send probe trains to a peer agent and print dispersion, rate, loss and gap error (pktrain).
+    Probe(probe_cmd::ProbeArgs),
     /// Benchmarks that print figures (JSON and a table).
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
@@ -33,6 +40,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Testbed(cmd) => testbed_cmd::run(cmd),
         Command::Bench(cmd) => bench_cmd::run(cmd),
+        Command::Agent(a) => agent_cmd::run(a),
+        Command::Probe(a) => probe_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

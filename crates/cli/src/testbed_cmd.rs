@@ -13,7 +13,6 @@ use mgrp_testbed::{
     TruthSampler,
 };
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 #[derive(Subcommand)]
@@ -177,13 +176,13 @@ pub struct DelaylineArgs {
     stats: std::path::PathBuf,
 }
 
-fn rate(s: &str) -> Result<u64, String> {
+pub fn rate(s: &str) -> Result<u64, String> {
     parse_rate(s).map_err(|e| e.to_string())
 }
 fn bytes(s: &str) -> Result<u64, String> {
     parse_bytes(s).map_err(|e| e.to_string())
 }
-fn duration(s: &str) -> Result<Duration, String> {
+pub fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 fn buffer(s: &str) -> Result<Buffer, String> {
@@ -203,31 +202,6 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
         TestbedCmd::Status(a) => status(a),
         TestbedCmd::Run(a) => run_job(a),
         TestbedCmd::Delayline(a) => delayline(a),
-    }
-}
-
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// Ctrl-C, SIGTERM, or nobody left reading our output.
-fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::Relaxed) || crate::output::closed()
-}
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::Relaxed);
-}
-
-/// Turn Ctrl-C and SIGTERM into a flag, so long operations stop and still tear down.
-fn catch_signals() {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let act = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        let _ = unsafe { sigaction(sig, &act) };
     }
 }
 
@@ -448,13 +422,13 @@ fn status(a: StatusArgs) -> Result<()> {
 }
 
 fn delayline(a: DelaylineArgs) -> Result<()> {
-    catch_signals();
+    crate::signals::catch_signals();
     let line = mgrp_testbed::delayline::DelayLine::start(
         a.ns,
         topology::DELAY_DEV,
         Duration::from_nanos(a.delay_ns),
     )?;
-    while !interrupted() {
+    while !crate::signals::interrupted() {
         std::thread::sleep(Duration::from_millis(500));
         let _ = std::fs::write(&a.stats, serde_json::to_vec(&line.stats())?);
     }
@@ -487,7 +461,7 @@ fn run_job(a: RunArgs) -> Result<()> {
         bail!("--bin must be at least 10ms and --report-every at least --bin");
     }
     let patterns: Vec<CrossPattern> = a.cross.iter().flatten().cloned().collect();
-    catch_signals();
+    crate::signals::catch_signals();
     let human = !a.json;
     let tb = Testbed::up(a.path.config(None), DelayMode::Thread)?;
     if human {
@@ -543,9 +517,11 @@ fn run_job(a: RunArgs) -> Result<()> {
     let step = a.report_every.as_nanos() as u64;
     let end = start + a.duration.as_nanos() as u64;
     let mut next = start + step;
-    while next <= end && !interrupted() {
+    while next <= end && !crate::signals::interrupted() {
         // Sleep in slices so Ctrl-C is seen; rows print once the sampler has passed their end.
-        while mgrp_testbed::clock::now_ns() < next + a.bin.as_nanos() as u64 && !interrupted() {
+        while mgrp_testbed::clock::now_ns() < next + a.bin.as_nanos() as u64
+            && !crate::signals::interrupted()
+        {
             std::thread::sleep(Duration::from_millis(20));
         }
         if human {
@@ -572,7 +548,7 @@ fn run_job(a: RunArgs) -> Result<()> {
         }
         next += step;
     }
-    let interrupted = interrupted();
+    let interrupted = crate::signals::interrupted();
     let stop_at = mgrp_testbed::clock::now_ns().min(end);
     let mut reports = Vec::new();
     for g in gens {

@@ -26,6 +26,9 @@ pub struct Session {
     seq: u32,
     next_train: u32,
     pacer: Arc<Pacer>,
+    /// Kernel TX timestamps are on; the counter of the next successful send.
+    tx_stamps: bool,
+    tx_id: u32,
 }
 
 impl Session {
@@ -87,6 +90,7 @@ impl Session {
         .map_err(|e| Error::io("bind probe socket", e))?;
         udp.connect(peer)
             .map_err(|e| Error::io(format!("connect probe socket to {peer}"), e))?;
+        let tx_stamps = crate::sock::enable_tx_timestamps(&udp);
         Ok(Session {
             peer,
             ctrl,
@@ -95,6 +99,8 @@ impl Session {
             seq: 0,
             next_train: 1,
             pacer,
+            tx_stamps,
+            tx_id: 0,
         })
     }
 
@@ -152,9 +158,10 @@ impl Session {
             ttls: spec.probes.iter().map(|p| p.ttl).collect(),
             done: done_tx,
         })?;
-        let sends = done_rx
+        let mut sends = done_rx
             .recv_timeout(planned + Duration::from_secs(30))
             .map_err(|_| Error::Timeout("the pacer did not finish the train".into()))?;
+        self.attach_tx_stamps(&mut sends);
         let sent = sends.iter().filter(|s| s.mono_ns.is_some()).count() as u16;
         // The peer may already be gone: then the report is simply missing.
         let report = if self.ctrl.send(&Control::TrainEnd { train, sent }).is_ok() {
@@ -174,6 +181,31 @@ impl Session {
             ),
             None => TrainResult::assemble(train, peer, spec, start, &sends, None),
         })
+    }
+
+    /// Match kernel TX timestamps to this train's successful sends, in order.
+    fn attach_tx_stamps(&mut self, sends: &mut [crate::train::SendRecord]) {
+        if !self.tx_stamps {
+            return;
+        }
+        let ok = sends.iter().filter(|s| s.mono_ns.is_some()).count() as u32;
+        let first = self.tx_id;
+        self.tx_id = self.tx_id.wrapping_add(ok);
+        let mut stamps = Vec::with_capacity(ok as usize);
+        // They are queued as the packets reach the device; give stragglers a few ms.
+        for _ in 0..20 {
+            crate::sock::drain_tx_timestamps(&self.udp, &mut stamps);
+            if stamps.len() >= ok as usize {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut k = 0u32;
+        for s in sends.iter_mut().filter(|s| s.mono_ns.is_some()) {
+            let id = first.wrapping_add(k);
+            s.kernel_ns = stamps.iter().find(|(i, _)| *i == id).map(|(_, t)| *t);
+            k += 1;
+        }
     }
 
     fn await_report(

@@ -82,8 +82,33 @@ fn set_ttl(sock: &UdpSocket, ttl: u8) {
     };
 }
 
+/// Ask for real-time scheduling (needs CAP_SYS_NICE; without it the pacer still works, with
+/// longer tails when other tasks preempt it).
+fn try_realtime() -> bool {
+    let param = libc::sched_param { sched_priority: 50 };
+    // SAFETY: sched_setscheduler on the calling thread (pid 0) with a valid param.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+}
+
+/// Pin the pacer to the machine's last CPU, so a testbed (or an operator) can steer packet
+/// processing to the others and keep the pacer's core quiet.
+fn pin_to_last_cpu() {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET and sched_setaffinity act on it and this thread.
+    unsafe {
+        let n = libc::sysconf(libc::_SC_NPROCESSORS_ONLN);
+        if n < 2 {
+            return;
+        }
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET((n - 1) as usize, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 fn run(rx: Receiver<Job>) {
     tighten_timer_slack();
+    pin_to_last_cpu();
+    try_realtime();
     while let Ok(mut job) = rx.recv() {
         let mut records = Vec::with_capacity(job.packets.len());
         let mut ttl_now: Option<u8> = None;
@@ -109,6 +134,7 @@ fn run(rx: Receiver<Job>) {
             records.push(SendRecord {
                 mono_ns: ok.then_some(t),
                 real_ns: real,
+                kernel_ns: None,
             });
         }
         if ttl_now.is_some() {

@@ -55,3 +55,59 @@ pub fn recv_timestamped(sock: &UdpSocket, buf: &mut [u8]) -> std::io::Result<Dat
         truncated: msg.flags.contains(MsgFlags::MSG_TRUNC),
     })
 }
+
+/// Ask the kernel for a software timestamp of every sent datagram (SO_TIMESTAMPING,
+/// CLOCK_REALTIME, taken as the packet goes to the device), delivered on the error queue with a
+/// per-socket counter. Returns whether the kernel accepted it.
+pub fn enable_tx_timestamps(sock: &UdpSocket) -> bool {
+    use nix::sys::socket::TimestampingFlag as F;
+    let flags = F::SOF_TIMESTAMPING_TX_SOFTWARE
+        | F::SOF_TIMESTAMPING_SOFTWARE
+        | F::SOF_TIMESTAMPING_OPT_ID
+        | F::SOF_TIMESTAMPING_OPT_TSONLY;
+    setsockopt(sock, sockopt::Timestamping, &flags).is_ok()
+}
+
+/// Collect pending TX timestamps from the error queue: (counter, CLOCK_REALTIME ns).
+pub fn drain_tx_timestamps(sock: &UdpSocket, out: &mut Vec<(u32, u64)>) {
+    loop {
+        let mut buf = [0u8; 64];
+        let mut iov = [IoSliceMut::new(&mut buf)];
+        let mut cmsg = nix::cmsg_space!(
+            nix::sys::socket::Timestamps,
+            libc::sock_extended_err,
+            libc::sockaddr_in
+        );
+        let Ok(msg) = recvmsg::<SockaddrStorage>(
+            sock.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_ERRQUEUE | MsgFlags::MSG_DONTWAIT,
+        ) else {
+            return;
+        };
+        let (mut id, mut ts) = (None, None);
+        if let Ok(cmsgs) = msg.cmsgs() {
+            for c in cmsgs {
+                match c {
+                    ControlMessageOwned::ScmTimestampsns(t) => {
+                        ts = Some(
+                            t.system.tv_sec() as u64 * 1_000_000_000 + t.system.tv_nsec() as u64,
+                        )
+                    }
+                    ControlMessageOwned::Ipv4RecvErr(e, _)
+                        if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING =>
+                    {
+                        id = Some(e.ee_data)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let (Some(id), Some(ts)) = (id, ts) {
+            if ts > 0 {
+                out.push((id, ts));
+            }
+        }
+    }
+}

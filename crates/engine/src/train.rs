@@ -118,6 +118,8 @@ pub struct SendRecord {
     pub mono_ns: Option<u64>,
     /// CLOCK_REALTIME ns stamped into the probe.
     pub real_ns: u64,
+    /// Kernel TX software timestamp (CLOCK_REALTIME ns), where the kernel gives one.
+    pub kernel_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -133,6 +135,8 @@ pub struct ProbeResult {
     /// Sender's CLOCK_REALTIME stamp carried in the probe (compare with `rx_ns` for one-way delay
     /// when both clocks are one, as in the testbed).
     pub tx_real_ns: u64,
+    /// Kernel TX software timestamp (CLOCK_REALTIME ns): the actual departure, where available.
+    pub tx_kernel_ns: Option<u64>,
 }
 
 /// Median, 99th percentile and maximum of a set of values (ns).
@@ -170,8 +174,10 @@ pub struct TrainStats {
     /// Intended and actual time from first to last departure.
     pub planned_ns: u64,
     pub actual_ns: Option<u64>,
-    /// |actual gap − intended gap| at the sender, ns.
+    /// |actual gap − intended gap| at the sender, ns, from the pacer's clock just before send.
     pub gap_error: Option<Quantiles>,
+    /// The same from kernel TX timestamps (when the packet reached the device), where available.
+    pub tx_gap_error: Option<Quantiles>,
     /// |receive gap − intended gap| (kernel RX timestamps), ns: pacing plus path jitter.
     pub rx_gap_error: Option<Quantiles>,
     pub tolerance_ns: u64,
@@ -221,6 +227,7 @@ impl TrainResult {
                     rx_ns: None,
                     rx_size: None,
                     tx_real_ns: s.real_ns,
+                    tx_kernel_ns: s.kernel_ns,
                 }
             })
             .collect();
@@ -237,17 +244,24 @@ impl TrainResult {
         let sent = probes.iter().filter(|p| p.sent_ns.is_some()).count();
         let received = probes.iter().filter(|p| p.rx_ns.is_some()).count();
         let mut gap_err = Vec::new();
+        let mut tx_gap_err = Vec::new();
         let mut rx_gap_err = Vec::new();
         for w in probes.windows(2) {
             let intended = (w[1].intended_ns - w[0].intended_ns) as f64;
             if let (Some(a), Some(b)) = (w[0].sent_ns, w[1].sent_ns) {
                 gap_err.push((b as f64 - a as f64 - intended).abs());
             }
+            if let (Some(a), Some(b)) = (w[0].tx_kernel_ns, w[1].tx_kernel_ns) {
+                tx_gap_err.push((b as f64 - a as f64 - intended).abs());
+            }
             if let (Some(a), Some(b)) = (w[0].rx_ns, w[1].rx_ns) {
                 rx_gap_err.push((b as f64 - a as f64 - intended).abs());
             }
         }
         let gap_error = Quantiles::of(gap_err);
+        let tx_gap_error = Quantiles::of(tx_gap_err);
+        // Judge by the actual departures (kernel) where known, else by the pacer's clock.
+        let judged = tx_gap_error.or(gap_error);
         let tolerance_ns = spec.tolerance_ns.unwrap_or(DEFAULT_TOLERANCE_NS);
         let first = probes.iter().find_map(|p| p.sent_ns);
         let last = probes.iter().rev().find_map(|p| p.sent_ns);
@@ -262,9 +276,9 @@ impl TrainResult {
                 send_errors: probes.len() - sent,
                 planned_ns: spec.planned_ns(),
                 actual_ns: first.zip(last).map(|(a, b)| b - a),
-                flagged: gap_error.is_some_and(|q| q.p99 > tolerance_ns as f64)
-                    || sent < probes.len(),
+                flagged: judged.is_some_and(|q| q.p99 > tolerance_ns as f64) || sent < probes.len(),
                 gap_error,
+                tx_gap_error,
                 rx_gap_error: Quantiles::of(rx_gap_err),
                 tolerance_ns,
                 report_missing: report.is_none(),
@@ -331,6 +345,7 @@ mod tests {
             .map(|o| SendRecord {
                 mono_ns: Some(start + o),
                 real_ns: 5,
+                kernel_ns: None,
             })
             .collect();
         let rx = vec![
@@ -387,6 +402,7 @@ mod tests {
             .map(|o| SendRecord {
                 mono_ns: Some(start + o),
                 real_ns: 5,
+                kernel_ns: None,
             })
             .collect();
         assert!(

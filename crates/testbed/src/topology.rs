@@ -594,6 +594,20 @@ impl Testbed {
             sh_in(&ns(r), &s)?;
         }
 
+        // veth does the receiver's work (forwarding, shaping, delivery) in the softirq of the
+        // sending CPU: a probe's send() would take the whole path's time. Steer r1's receive
+        // processing of probes to every CPU but the last, where the pacer pins itself.
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        if cpus >= 2 {
+            let mask = (1u64 << (cpus.min(64) - 1)) - 1;
+            sh_in(
+                &ns(Role::R1),
+                &format!("echo {mask:x} > /sys/class/net/snd/queues/rx-0/rps_cpus"),
+            )?;
+        }
+
         netns::run_with_input(
             "tc",
             &["-n", &ns(Role::R1), "-batch", "-"],

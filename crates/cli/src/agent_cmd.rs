@@ -1,0 +1,97 @@
+//! `mgrp agent`: one per host.
+
+use crate::say;
+use anyhow::Result;
+use clap::Args;
+use mgrp_engine::agent::{Agent, AgentConfig};
+use mgrp_engine::auth::Key;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct AgentArgs {
+    /// Address for the UDP probe port and the TCP control port.
+    #[arg(long, default_value = "0.0.0.0:7240")]
+    listen: SocketAddr,
+    /// File with the pre-shared key (hex); otherwise the MGRP_KEY environment variable.
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Unix socket for the Probe API.
+    #[arg(long, default_value = mgrp_engine::api::DEFAULT_SOCKET)]
+    api: PathBuf,
+    /// Do not serve the Probe API.
+    #[arg(long)]
+    no_api: bool,
+    /// Most concurrent sessions.
+    #[arg(long, default_value_t = 64)]
+    max_sessions: usize,
+    /// Print counters this often when they change (0 = only at exit).
+    #[arg(long, default_value = "10s", value_parser = crate::testbed_cmd::duration)]
+    stats_every: Duration,
+    /// Counters as JSON lines.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: AgentArgs) -> Result<()> {
+    let key = Key::load(a.key_file.as_deref())?;
+    crate::signals::catch_signals();
+    let cfg = AgentConfig {
+        listen: a.listen,
+        key,
+        api_socket: (!a.no_api).then(|| a.api.clone()),
+        max_sessions: a.max_sessions,
+    };
+    let agent = Agent::start(cfg)?;
+    if !a.json {
+        say!(
+            "mgrp agent on {} (UDP probes, TCP control){}; Ctrl-C to stop",
+            agent.local_addr(),
+            if a.no_api {
+                String::new()
+            } else {
+                format!(", Probe API at {}", a.api.display())
+            }
+        );
+    }
+    let mut last = agent.counters();
+    let mut next = Instant::now() + a.stats_every;
+    while !crate::signals::interrupted() {
+        std::thread::sleep(Duration::from_millis(100));
+        if !a.stats_every.is_zero() && Instant::now() >= next {
+            next += a.stats_every;
+            let c = agent.counters();
+            if c != last {
+                print_counters(&c, a.json);
+                last = c;
+            }
+        }
+    }
+    let c = agent.stop();
+    print_counters(&c, a.json);
+    Ok(())
+}
+
+fn print_counters(c: &mgrp_engine::agent::CounterSnapshot, json: bool) {
+    if json {
+        say!("{}", serde_json::to_string(c).unwrap_or_default());
+    } else {
+        say!(
+            "probes ok {} | malformed {} unknown-session {} wrong-source {} duplicate {} stale {} | sessions {} | auth failures {} replays {} | reports {} ({} cut to budget) | api {} ({} failed)",
+            c.probes_ok,
+            c.probes_malformed,
+            c.probes_unknown_session,
+            c.probes_wrong_source,
+            c.probes_duplicate,
+            c.probes_stale,
+            c.sessions_opened,
+            c.auth_failures,
+            c.auth_replays,
+            c.reports_sent,
+            c.reports_truncated,
+            c.api_requests,
+            c.api_errors
+        );
+    }
+}

@@ -1,0 +1,28 @@
+//! Ctrl-C and SIGTERM become a flag, so long operations stop and still tear down.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Ctrl-C, SIGTERM, or nobody left reading our output.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed) || crate::output::closed()
+}
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Turn Ctrl-C and SIGTERM into a flag, so long operations stop and still tear down.
+pub fn catch_signals() {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let act = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        let _ = unsafe { sigaction(sig, &act) };
+    }
+}
