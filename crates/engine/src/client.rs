@@ -200,11 +200,9 @@ impl Session {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        let mut k = 0u32;
-        for s in sends.iter_mut().filter(|s| s.mono_ns.is_some()) {
-            let id = first.wrapping_add(k);
+        for (k, s) in sends.iter_mut().filter(|s| s.mono_ns.is_some()).enumerate() {
+            let id = first.wrapping_add(k as u32);
             s.kernel_ns = stamps.iter().find(|(i, _)| *i == id).map(|(_, t)| *t);
-            k += 1;
         }
     }
 
