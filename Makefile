@@ -3,7 +3,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: deps build demo test lint unit clean-testbeds
+.PHONY: deps build demo test lint unit clean-testbeds fuzz
 
 deps:
 	@scripts/install-deps.sh
@@ -31,3 +31,8 @@ test: deps lint
 # Remove testbeds whose owner died (a crashed run or test).
 clean-testbeds:
 	./target/release/mgrp testbed down --stale || ./target/debug/mgrp testbed down --stale
+
+# Fuzz the wire decoders for a minute each (needs a nightly toolchain and `cargo install cargo-fuzz`).
+fuzz:
+	cd crates/wire && for t in probe_decode control_decode; do \
+	    $(CARGO) +nightly fuzz run $$t -- -max_total_time=60 || exit 1; done

@@ -90,18 +90,25 @@ fn try_realtime() -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
 }
 
-/// Pin the pacer to the machine's last CPU, so a testbed (or an operator) can steer packet
+/// Pin the pacer to the last CPU it may run on, so a testbed (or an operator) can steer packet
 /// processing to the others and keep the pacer's core quiet.
 fn pin_to_last_cpu() {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET and sched_setaffinity act on it and this thread.
+    // SAFETY: a zeroed cpu_set_t is valid; the libc CPU_* helpers and sched_{get,set}affinity
+    // only read and write that set, for the calling thread.
     unsafe {
-        let n = libc::sysconf(libc::_SC_NPROCESSORS_ONLN);
-        if n < 2 {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return;
         }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET((n - 1) as usize, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|c| libc::CPU_ISSET(*c, &set))
+            .collect();
+        let (Some(&last), true) = (allowed.last(), allowed.len() >= 2) else {
+            return;
+        };
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(last, &mut one);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one);
     }
 }
 
