@@ -204,20 +204,13 @@ fn bump(c: &AtomicU64) {
 }
 
 fn rx_loop(udp: UdpSocket, s: Arc<Shared>) {
+    crate::pacer::avoid_pacer_cpu();
     let mut buf = vec![0u8; mgrp_wire::probe::MAX_PROBE + 1];
     let c = &s.counters;
     while !s.stop.load(Ordering::Relaxed) {
-        let dg = match recv_timestamped(&udp, &mut buf) {
-            Ok(d) => d,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
-            Err(_) => continue,
+        // Timeouts (to look at `stop`) and transient errors alike: just read again.
+        let Ok(dg) = recv_timestamped(&udp, &mut buf) else {
+            continue;
         };
         let rx_ns = dg.rx_ns.unwrap_or_else(mgrp_clock::realtime_ns);
         let probe = match mgrp_wire::probe::decode(&buf[..dg.len]) {
@@ -271,6 +264,8 @@ fn rx_loop(udp: UdpSocket, s: Arc<Shared>) {
 }
 
 fn accept_loop(tcp: TcpListener, s: Arc<Shared>, max: usize) {
+    // Connection threads inherit this.
+    crate::pacer::avoid_pacer_cpu();
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
     while !s.stop.load(Ordering::Relaxed) {
         match tcp.accept() {

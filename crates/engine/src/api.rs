@@ -137,14 +137,7 @@ fn serve_client(stream: UnixStream, s: &Shared, sessions: &Sessions) {
             Ok(_) if line.ends_with(b"\n") || line.len() > MAX_REQUEST => {}
             Ok(0) => {}
             Ok(_) => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
+            Err(e) if crate::transient(&e) => continue,
             Err(_) => return,
         }
         let resp = if line.len() > MAX_REQUEST {

@@ -2,7 +2,7 @@
 
 use crate::Error;
 use mgrp_wire::control::Control;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -87,11 +87,7 @@ impl FrameIo {
                     self.bytes_in += n as u64;
                     self.buf.extend_from_slice(&chunk[..n]);
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if crate::transient(&e) => {}
                 Err(e) => return Err(Error::io(format!("read from {}", self.peer), e)),
             }
         }

@@ -46,3 +46,9 @@ impl Error {
         }
     }
 }
+
+/// Errors that only mean "nothing yet": a read timeout or an interrupted call.
+pub(crate) fn transient(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), WouldBlock | TimedOut | Interrupted)
+}

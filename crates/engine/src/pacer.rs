@@ -90,6 +90,25 @@ fn try_realtime() -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
 }
 
+/// Keep the calling thread off the pacer's CPU (the last allowed one), so the pacer's core
+/// stays quiet: the agent's receive and control threads call this.
+pub fn avoid_pacer_cpu() {
+    // SAFETY: as in pin_to_last_cpu.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return;
+        }
+        let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|c| libc::CPU_ISSET(*c, &set))
+            .collect();
+        if let (Some(&last), true) = (allowed.last(), allowed.len() >= 2) {
+            libc::CPU_CLR(last, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+}
+
 /// Pin the pacer to the last CPU it may run on, so a testbed (or an operator) can steer packet
 /// processing to the others and keep the pacer's core quiet.
 fn pin_to_last_cpu() {

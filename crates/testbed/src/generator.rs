@@ -196,6 +196,14 @@ fn ready(rx: std::sync::mpsc::Receiver<Result<(), String>>) -> Result<(), Error>
     }
 }
 
+/// Errors that only mean "nothing yet": a read timeout or an interrupted call.
+fn transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+    )
+}
+
 fn gen_err(what: &str, e: std::io::Error) -> Error {
     Error::Generator(format!("{what}: {e}"))
 }
@@ -222,11 +230,7 @@ fn udp_sink(
                 s.received_packets.fetch_add(1, Ordering::Relaxed);
                 s.received_bytes.fetch_add(n as u64, Ordering::Relaxed);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
+            Err(e) if transient(&e) => {}
             Err(e) => return Err(gen_err("UDP sink", e)),
         }
     }
@@ -329,11 +333,7 @@ fn tcp_read(mut conn: TcpStream, s: Arc<Shared>) {
             Ok(n) => {
                 s.received_bytes.fetch_add(n as u64, Ordering::Relaxed);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
+            Err(e) if transient(&e) => {}
             Err(_) => break,
         }
     }
@@ -369,11 +369,7 @@ fn tcp_source(dst: SocketAddr, cc: Option<&str>, s: Arc<Shared>, end_ns: u64) ->
                 s.sent_bytes.fetch_add(n as u64, Ordering::Relaxed);
                 s.sent_packets.fetch_add(1, Ordering::Relaxed);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
+            Err(e) if transient(&e) => {}
             Err(e) => return Err(gen_err("TCP send", e)),
         }
     }
