@@ -14,15 +14,14 @@
 //! delay on the reverse path by default, so forward probe spacing stays clean.
 
 pub use mgrp_clock as clock;
+pub use mgrp_traffic::{pattern, units};
 pub mod counters;
 pub mod delayline;
 pub mod generator;
 pub mod netns;
-pub mod pattern;
 pub mod rtt;
 pub mod topology;
 pub mod truth;
-pub mod units;
 
 pub use pattern::CrossPattern;
 pub use topology::{Buffer, DelayDir, DelayImpl, DelayMode, Role, Shaper, Testbed, TestbedConfig};
@@ -45,4 +44,12 @@ pub enum Error {
     Generator(String),
     #[error("{0}")]
     NotFound(String),
+}
+
+impl From<mgrp_traffic::Error> for Error {
+    fn from(e: mgrp_traffic::Error) -> Self {
+        match e {
+            mgrp_traffic::Error::BadInput(m) => Error::BadInput(m),
+        }
+    }
 }
