@@ -1,0 +1,249 @@
+//! A deterministic bottleneck: one FIFO queue of capacity C and a byte buffer, fed by a cross
+//! traffic process (any UDP pattern of `mgrp-traffic`) and by probe trains. It turns probe send
+//! times into receive times (or losses), so estimators are tested fast, without a network, over
+//! many seeds, against known truth.
+//!
+//! Packets are served whole at C in arrival order (a store-and-forward link); a packet that
+//! would overflow the buffer is dropped. Truth over a window is C minus the cross traffic offered
+//! in it (exact while cross traffic alone stays below C).
+
+use crate::{wire_bits, ProbeObs, TrainObs, TrainReq};
+use mgrp_traffic::pattern::{CrossPattern, Schedule, ETH_HLEN};
+
+pub struct FluidPath {
+    capacity_bps: f64,
+    buffer_bytes: f64,
+    prop_ns: u64,
+    pattern: Option<CrossPattern>,
+    cross: Option<Schedule>,
+    cross_frame_bytes: f64,
+    next_cross: Option<u64>,
+    /// Remaining transmission work in the queue (ns) as of `now_ns`.
+    work_ns: f64,
+    now_ns: u64,
+    pub dropped_cross: u64,
+    pub dropped_probes: u64,
+}
+
+impl FluidPath {
+    /// A path of `capacity_bps`, a buffer of `buffer_bytes`, one-way propagation `prop_ns`, and
+    /// cross traffic following `cross` from time 0. TCP cross traffic has no fixed schedule and
+    /// is refused.
+    pub fn new(
+        capacity_bps: f64,
+        buffer_bytes: f64,
+        prop_ns: u64,
+        cross: Option<CrossPattern>,
+    ) -> Result<FluidPath, String> {
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        if !positive(capacity_bps) || !positive(buffer_bytes) {
+            return Err("capacity and buffer must be positive".into());
+        }
+        let (sched, frame) = match &cross {
+            None => (None, 0.0),
+            Some(p) => {
+                let s = p
+                    .schedule()
+                    .ok_or("the fluid model has no TCP: use a UDP pattern")?;
+                let f = (s.size() as u64 + ETH_HLEN) as f64;
+                (Some(s), f)
+            }
+        };
+        let mut path = FluidPath {
+            capacity_bps,
+            buffer_bytes,
+            prop_ns,
+            pattern: cross,
+            cross: sched,
+            cross_frame_bytes: frame,
+            next_cross: None,
+            work_ns: 0.0,
+            now_ns: 0,
+            dropped_cross: 0,
+            dropped_probes: 0,
+        };
+        path.next_cross = path.cross.as_mut().and_then(|s| s.next());
+        Ok(path)
+    }
+
+    fn drain_to(&mut self, t: u64) {
+        if t > self.now_ns {
+            self.work_ns = (self.work_ns - (t - self.now_ns) as f64).max(0.0);
+            self.now_ns = t;
+        }
+    }
+
+    /// Offer a frame at `t`; its departure (end of transmission) if the buffer takes it.
+    fn enqueue(&mut self, t: u64, frame_bytes: f64) -> Option<u64> {
+        self.drain_to(t);
+        let backlog = self.work_ns * self.capacity_bps / 8e9;
+        if backlog + frame_bytes > self.buffer_bytes {
+            return None;
+        }
+        self.work_ns += frame_bytes * 8e9 / self.capacity_bps;
+        Some(t + self.work_ns.round() as u64)
+    }
+
+    fn cross_until(&mut self, t: u64) {
+        while let Some(c) = self.next_cross.filter(|c| *c <= t) {
+            if self.enqueue(c, self.cross_frame_bytes).is_none() {
+                self.dropped_cross += 1;
+            }
+            self.next_cross = self.cross.as_mut().and_then(|s| s.next());
+        }
+    }
+
+    /// Send `train` with its first probe at `start_ns` (not before the previous train's last
+    /// probe). Receive times are on the path's own clock.
+    pub fn send_train(&mut self, start_ns: u64, train: &TrainReq) -> TrainObs {
+        let start = start_ns.max(self.now_ns);
+        let probes = train
+            .offsets()
+            .iter()
+            .zip(&train.probes)
+            .map(|(off, p)| {
+                let t = start + off;
+                self.cross_until(t);
+                let rx = self
+                    .enqueue(t, wire_bits(p.size) / 8.0)
+                    .map(|d| d + self.prop_ns);
+                if rx.is_none() {
+                    self.dropped_probes += 1;
+                }
+                ProbeObs {
+                    size: p.size,
+                    sent_ns: Some(t - start),
+                    rx_ns: rx,
+                }
+            })
+            .collect();
+        TrainObs {
+            probes,
+            flagged: false,
+        }
+    }
+
+    /// Let time pass to `t` (cross traffic keeps arriving).
+    pub fn idle_until(&mut self, t: u64) {
+        self.cross_until(t);
+        self.drain_to(t);
+    }
+
+    /// The path's clock.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    pub fn capacity_bps(&self) -> f64 {
+        self.capacity_bps
+    }
+
+    /// Ground truth over [from, to): C − cross traffic offered, never below 0.
+    pub fn avail_bps(&self, from_ns: u64, to_ns: u64) -> f64 {
+        let Some(s) = self.pattern.as_ref().and_then(|p| p.schedule()) else {
+            return self.capacity_bps;
+        };
+        if to_ns <= from_ns {
+            return f64::NAN;
+        }
+        let n = s
+            .take_while(|t| *t < to_ns)
+            .filter(|t| *t >= from_ns)
+            .count();
+        let cross = n as f64 * self.cross_frame_bytes * 8.0 * 1e9 / (to_ns - from_ns) as f64;
+        (self.capacity_bps - cross).max(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TrainReq;
+
+    #[test]
+    fn idle_path_spaces_a_burst_at_capacity() {
+        let mut p = FluidPath::new(10e6, 100_000.0, 1_000_000, None).unwrap();
+        let obs = p.send_train(0, &TrainReq::constant_rate(10, 1208, 1e12));
+        let rx: Vec<u64> = obs.probes.iter().map(|o| o.rx_ns.unwrap()).collect();
+        // 1250-byte frames at 10 Mbit/s leave 1 ms apart, after 1 ms of propagation.
+        assert_eq!(rx[0], 2_000_000);
+        assert!(rx.windows(2).all(|w| w[1] - w[0] == 1_000_000), "{rx:?}");
+    }
+
+    #[test]
+    fn slow_stream_sees_flat_delays_fast_stream_rising() {
+        let cross = CrossPattern::parse("cbr:4mbit").unwrap();
+        let mut p = FluidPath::new(10e6, 1e6, 0, Some(cross)).unwrap();
+        let owd = |o: &TrainObs| o.owds().iter().map(|(_, d)| *d).collect::<Vec<f64>>();
+        let params = crate::trend::TrendParams::default();
+        let slow = p.send_train(1_000_000_000, &TrainReq::constant_rate(100, 500, 4e6));
+        let d = owd(&slow);
+        assert_eq!(
+            crate::trend::stream_trend(&d, 100, &params),
+            crate::trend::Trend::NotIncreasing
+        );
+        let fast = p.send_train(2_000_000_000, &TrainReq::constant_rate(100, 500, 9e6));
+        let d = owd(&fast);
+        // 3 Mbit/s above A for 55 ms: about 20 KB, 16 ms of queue.
+        assert!(
+            d[99] > d[0] + 10e6,
+            "queue builds above A: {} -> {}",
+            d[0],
+            d[99]
+        );
+        assert_eq!(
+            crate::trend::stream_trend(&d, 100, &params),
+            crate::trend::Trend::Increasing
+        );
+        assert!((p.avail_bps(0, 10_000_000_000) - 6e6).abs() < 2e3);
+    }
+
+    #[test]
+    fn overflow_drops() {
+        let mut p = FluidPath::new(1e6, 3000.0, 0, None).unwrap();
+        let obs = p.send_train(0, &TrainReq::constant_rate(10, 1458, 1e12));
+        assert_eq!(obs.lost(), 8);
+        assert!(
+            FluidPath::new(1e6, 3000.0, 0, Some(CrossPattern::parse("tcp:1").unwrap())).is_err()
+        );
+    }
+}
+
+/// Run `est` against `path` until it is done or `horizon_ns` passes. A train's outcome is handed
+/// to the estimator when its report would arrive: after the last arrival plus the return
+/// propagation (or, if everything was lost, after the train plus a second). Returns each new
+/// estimate with the time it appeared.
+pub fn drive(
+    est: &mut dyn crate::Estimator,
+    path: &mut FluidPath,
+    horizon_ns: u64,
+) -> Vec<(u64, crate::Estimate)> {
+    let mut out: Vec<(u64, crate::Estimate)> = Vec::new();
+    while !est.is_done() && path.now_ns() < horizon_ns {
+        let now = path.now_ns();
+        if let Some(train) = est.poll_train(now) {
+            let obs = path.send_train(now, &train);
+            let last_sent = now + train.offsets().last().copied().unwrap_or(0);
+            let known = obs
+                .probes
+                .iter()
+                .filter_map(|p| p.rx_ns)
+                .max()
+                .map(|rx| rx + path.prop_ns)
+                .unwrap_or(last_sent + 1_000_000_000);
+            path.idle_until(known.max(last_sent));
+            est.handle_train(path.now_ns(), &obs);
+            if let Some(e) = est.estimate() {
+                if out.last().is_none_or(|(_, last)| *last != e) {
+                    out.push((path.now_ns(), e));
+                }
+            }
+        } else {
+            match est.next_wakeup() {
+                Some(t) if t > now => path.idle_until(t.min(horizon_ns)),
+                _ => path.idle_until(now + 1_000_000),
+            }
+        }
+    }
+    out
+}

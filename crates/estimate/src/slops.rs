@@ -1,0 +1,376 @@
+//! SLoPS (pathload; `../shared/notes/seed-000.md` §4.2): fleets of constant-rate streams; a
+//! stream whose one-way delays rise was sent above the available bandwidth A. A binary search on
+//! the rate narrows [R_min, R_max] around A; fleets that neither rise nor stay flat mark a grey
+//! region, which the search steps around. Output: a range.
+//!
+//! Parameters and their pathload defaults: streams of K = 100 probes, fleets of N = 12 streams, a
+//! fleet decides when a fraction f = 0.7 of its streams agree, probe gap ≥ 100 µs with probe size
+//! 200..=1472 bytes (size = R × gap), resolution ω and grey width χ. Between streams pathload
+//! waits RTT + 9 × stream duration (pSLOW); the seed's pFAST waits one RTT. Here the RTT wait is
+//! implicit — a stream's outcome arrives one report later — so pSLOW adds 9 × stream duration.
+//! A fleet stops early once its verdict cannot change.
+
+use crate::trend::{stream_trend, Trend, TrendParams};
+use crate::{wire_bits, Estimate, Estimator, Quality, TrainObs, TrainReq, WIRE_OVERHEAD};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Pace {
+    /// Original pathload: wait 9 stream durations (plus the RTT) between streams.
+    Slow,
+    /// The seed's pFAST: wait one RTT.
+    Fast,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SlopsParams {
+    pub stream_len: usize,
+    pub fleet: usize,
+    pub fraction: f64,
+    /// Search range, bits per second; `max_rate` is usually the path's capacity.
+    pub min_rate: f64,
+    pub max_rate: f64,
+    /// Stop when R_max − R_min is at most this.
+    pub resolution_bps: f64,
+    /// Stop when the grey region is within this of both bounds.
+    pub grey_bps: f64,
+    pub pace: Pace,
+    pub trend: TrendParams,
+    pub min_gap_ns: u64,
+    pub min_size: u16,
+    pub max_size: u16,
+    /// Give up after this many fleets (pathload's round timeout, in fleets).
+    pub max_fleets: u32,
+}
+
+impl SlopsParams {
+    /// Pathload's defaults for a path whose capacity is about `capacity_bps`; resolution and
+    /// grey width 2% of it.
+    pub fn for_capacity(capacity_bps: f64, pace: Pace) -> Self {
+        SlopsParams {
+            stream_len: 100,
+            fleet: 12,
+            fraction: 0.7,
+            min_rate: 0.0,
+            max_rate: capacity_bps,
+            resolution_bps: 0.02 * capacity_bps,
+            grey_bps: 0.02 * capacity_bps,
+            pace,
+            trend: TrendParams::default(),
+            min_gap_ns: 100_000,
+            min_size: 200,
+            max_size: 1472,
+            max_fleets: 40,
+        }
+    }
+}
+
+/// What one fleet concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum FleetVerdict {
+    /// R > A: delays rose in most streams.
+    Above,
+    /// R < A.
+    Below,
+    Grey,
+}
+
+pub struct Slops {
+    p: SlopsParams,
+    rmin: f64,
+    rmax: f64,
+    grey: Option<(f64, f64)>,
+    rate: f64,
+    inc: usize,
+    not: usize,
+    streams: usize,
+    outstanding: Option<u64>,
+    next_at: u64,
+    fleets: u32,
+    done: bool,
+    start: Option<u64>,
+    last: u64,
+    bytes: u64,
+    trains: u32,
+    history: Vec<(f64, FleetVerdict)>,
+}
+
+impl Slops {
+    pub fn new(p: SlopsParams) -> Self {
+        let rate = (p.min_rate + p.max_rate) / 2.0;
+        Slops {
+            p,
+            rmin: p.min_rate,
+            rmax: p.max_rate,
+            grey: None,
+            rate,
+            inc: 0,
+            not: 0,
+            streams: 0,
+            outstanding: None,
+            next_at: 0,
+            fleets: 0,
+            done: false,
+            start: None,
+            last: 0,
+            bytes: 0,
+            trains: 0,
+            history: Vec::new(),
+        }
+    }
+
+    /// Fleets so far: their rates and verdicts.
+    pub fn history(&self) -> &[(f64, FleetVerdict)] {
+        &self.history
+    }
+
+    /// A stream at `rate`: the gap is at least `min_gap_ns`; the size makes up the rate.
+    fn stream(&self, rate: f64) -> TrainReq {
+        let want = (rate * self.p.min_gap_ns as f64 / 8e9 - WIRE_OVERHEAD as f64).round();
+        let size = want.clamp(self.p.min_size as f64, self.p.max_size as f64) as u16;
+        TrainReq::constant_rate(self.p.stream_len, size, rate)
+    }
+
+    fn fleet_verdict(&self) -> Option<FleetVerdict> {
+        let need = (self.p.fraction * self.p.fleet as f64).ceil() as usize;
+        let left = self.p.fleet - self.streams;
+        if self.inc >= need {
+            Some(FleetVerdict::Above)
+        } else if self.not >= need {
+            Some(FleetVerdict::Below)
+        } else if self.inc + left < need && self.not + left < need {
+            Some(FleetVerdict::Grey)
+        } else {
+            None
+        }
+    }
+
+    fn conclude(&mut self, v: FleetVerdict) {
+        self.history.push((self.rate, v));
+        self.fleets += 1;
+        match v {
+            FleetVerdict::Above => {
+                self.rmax = self.rate;
+                // A grey region above the new bound no longer matters.
+                self.grey = self
+                    .grey
+                    .and_then(|(lo, hi)| (lo < self.rmax).then_some((lo, hi.min(self.rmax))));
+            }
+            FleetVerdict::Below => {
+                self.rmin = self.rate;
+                self.grey = self
+                    .grey
+                    .and_then(|(lo, hi)| (hi > self.rmin).then_some((lo.max(self.rmin), hi)));
+            }
+            FleetVerdict::Grey => {
+                let (lo, hi) = self.grey.unwrap_or((self.rate, self.rate));
+                self.grey = Some((lo.min(self.rate), hi.max(self.rate)));
+            }
+        }
+        let (w, chi) = (self.p.resolution_bps, self.p.grey_bps);
+        let next = match self.grey {
+            None if self.rmax - self.rmin <= w => None,
+            None => Some((self.rmin + self.rmax) / 2.0),
+            Some((glo, ghi)) => {
+                if glo - self.rmin > chi {
+                    Some((self.rmin + glo) / 2.0)
+                } else if self.rmax - ghi > chi {
+                    Some((ghi + self.rmax) / 2.0)
+                } else {
+                    None
+                }
+            }
+        };
+        match next {
+            Some(r) if self.fleets < self.p.max_fleets => self.rate = r,
+            _ => self.done = true,
+        }
+        self.inc = 0;
+        self.not = 0;
+        self.streams = 0;
+    }
+}
+
+impl Estimator for Slops {
+    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
+        if self.done || self.outstanding.is_some() || now_ns < self.next_at {
+            return None;
+        }
+        let s = self.stream(self.rate);
+        self.start.get_or_insert(now_ns);
+        self.outstanding = Some(s.offsets().last().copied().unwrap_or(0));
+        self.bytes += s.bytes();
+        self.trains += 1;
+        Some(s)
+    }
+
+    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+        let Some(duration) = self.outstanding.take() else {
+            return;
+        };
+        self.last = now_ns;
+        let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
+        let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
+        match stream_trend(&owd, sent, &self.p.trend) {
+            Trend::Increasing => self.inc += 1,
+            Trend::NotIncreasing => self.not += 1,
+            Trend::Unknown => {}
+        }
+        self.streams += 1;
+        if let Some(v) = self.fleet_verdict() {
+            self.conclude(v);
+        }
+        self.next_at = now_ns
+            + match self.p.pace {
+                Pace::Slow => 9 * duration,
+                Pace::Fast => 0,
+            };
+    }
+
+    fn estimate(&self) -> Option<Estimate> {
+        if self.fleets == 0 {
+            return None;
+        }
+        let converged = self.rmax - self.rmin <= self.p.resolution_bps
+            || self.grey.is_some_and(|(lo, hi)| {
+                lo - self.rmin <= self.p.grey_bps && self.rmax - hi <= self.p.grey_bps
+            });
+        Some(Estimate {
+            value_bps: (self.rmin + self.rmax) / 2.0,
+            low_bps: self.rmin,
+            high_bps: self.rmax,
+            final_: self.done,
+            quality: Quality {
+                method: match self.p.pace {
+                    Pace::Slow => "slops-slow",
+                    Pace::Fast => "slops-fast",
+                },
+                elapsed_s: self
+                    .start
+                    .map_or(0.0, |s| self.last.saturating_sub(s) as f64 / 1e9),
+                probe_bytes: self.bytes,
+                trains: self.trains,
+                // Converged within resolution, or stopped by the fleet limit.
+                confidence: if converged { 1.0 } else { 0.5 },
+            },
+        })
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn next_wakeup(&self) -> Option<u64> {
+        (!self.done && self.outstanding.is_none()).then_some(self.next_at)
+    }
+}
+
+/// Bits per second of the stream a rate asks for, as actually built (size rounding aside).
+pub fn stream_rate(t: &TrainReq) -> f64 {
+    let p = &t.probes;
+    if p.len() < 2 {
+        return f64::NAN;
+    }
+    wire_bits(p[1].size) * 1e9 / p[1].gap_ns as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fluid::{drive, FluidPath};
+    use mgrp_traffic::CrossPattern;
+
+    fn run(c: f64, cross: &str, seed: u64, pace: Pace) -> (Estimate, f64, Slops) {
+        let pattern = CrossPattern::parse(&format!("{cross},seed={seed}")).unwrap();
+        let mut path = FluidPath::new(c, 100.0 * 1514.0, 10_000_000, Some(pattern)).unwrap();
+        path.idle_until(1_000_000_000 + seed * 13_131_313 % 500_000_000);
+        let t0 = path.now_ns();
+        let mut est = Slops::new(SlopsParams::for_capacity(c, pace));
+        let ests = drive(&mut est, &mut path, t0 + 300_000_000_000);
+        let truth = path.avail_bps(t0, path.now_ns());
+        (ests.last().expect("an estimate").1.clone(), truth, est)
+    }
+
+    #[test]
+    fn streams_hit_the_asked_rate() {
+        let s = Slops::new(SlopsParams::for_capacity(100e6, Pace::Fast));
+        for r in [1e6, 20e6, 75e6, 100e6, 400e6] {
+            let t = s.stream(r);
+            assert_eq!(t.probes.len(), 100);
+            assert!((stream_rate(&t) / r - 1.0).abs() < 0.01, "{r}");
+            assert!(t.probes[1].gap_ns >= 100_000 || t.probes[1].size == 1472);
+        }
+    }
+
+    /// Cross traffic that is smooth at the scale of a stream (small packets): the range holds the
+    /// truth. (With MTU-sized cross packets a 100-probe stream's delays rise in steps, PCT reads
+    /// them as not increasing, and fleets above A go grey: a known weakness of pathload's tests,
+    /// to be measured by `mgrp bench accuracy`, not hidden by a loose bound here.)
+    #[test]
+    fn smooth_cross_traffic_range_contains_truth() {
+        for (c, cross) in [
+            (10e6, "cbr:4mbit,size=200"),
+            (20e6, "cbr:5mbit,size=200"),
+            (100e6, "cbr:50mbit,size=500"),
+            (100e6, "cbr:25mbit,size=500"),
+        ] {
+            for pace in [Pace::Slow, Pace::Fast] {
+                let (e, truth, _) = run(c, cross, 1, pace);
+                assert!(e.final_, "{cross}: {e:?}");
+                // Within the range, widened by the resolution.
+                let slack = 0.02 * c;
+                assert!(
+                    e.low_bps - slack <= truth && truth <= e.high_bps + slack,
+                    "{cross} {pace:?}: truth {truth} range {e:?}"
+                );
+                assert!(
+                    (e.value_bps - truth).abs() / truth < 0.10,
+                    "{cross}: {e:?} truth {truth}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn poisson_cross_traffic_over_many_seeds() {
+        let mut errs = Vec::new();
+        for seed in 1..=12 {
+            let (e, truth, _) = run(20e6, "poisson:8mbit,size=200", seed, Pace::Fast);
+            errs.push((e.value_bps - truth).abs() / truth);
+        }
+        errs.sort_by(f64::total_cmp);
+        let median = errs[errs.len() / 2];
+        assert!(median < 0.10, "median error {median}, all {errs:?}");
+        assert!(errs[errs.len() - 1] < 0.30, "worst {errs:?}");
+    }
+
+    #[test]
+    fn fast_pace_is_faster_than_slow() {
+        let (slow, _, _) = run(20e6, "cbr:5mbit", 1, Pace::Slow);
+        let (fast, _, _) = run(20e6, "cbr:5mbit", 1, Pace::Fast);
+        assert!(
+            fast.quality.elapsed_s * 3.0 < slow.quality.elapsed_s,
+            "fast {} slow {}",
+            fast.quality.elapsed_s,
+            slow.quality.elapsed_s
+        );
+        assert_eq!(fast.quality.method, "slops-fast");
+    }
+
+    #[test]
+    fn fleet_verdicts_stop_early() {
+        let mut s = Slops::new(SlopsParams::for_capacity(10e6, Pace::Fast));
+        s.inc = 9;
+        s.streams = 9;
+        assert_eq!(s.fleet_verdict(), Some(FleetVerdict::Above));
+        s.inc = 4;
+        s.not = 5;
+        s.streams = 9;
+        // 3 streams left: neither side can reach 9 of 12.
+        assert_eq!(s.fleet_verdict(), Some(FleetVerdict::Grey));
+        s.inc = 0;
+        s.not = 6;
+        s.streams = 6;
+        assert_eq!(s.fleet_verdict(), None);
+    }
+}

@@ -1,0 +1,156 @@
+//! Pathload's trend tests on one-way delays (Jain & Dovrolis 2002; `../shared/notes/seed-000.md`
+//! §4.2): the delays of a stream are split into Γ ≈ √K groups, each reduced to its median, and
+//! two statistics decide whether the delays increase.
+//!
+//! - PCT = Σ 1[D_k > D_{k−1}] / (Γ−1): increasing above 0.66, not increasing below 0.54.
+//! - PDT = (D_Γ − D_1) / Σ |D_k − D_{k−1}|: increasing above 0.55, not increasing below 0.45.
+//!
+//! Between the thresholds a statistic is ambiguous. The stream's verdict combines them as
+//! pathload does: one says increasing and the other does not contradict it → increasing; one says
+//! not increasing and the other does not contradict it → not increasing; otherwise unknown.
+
+use crate::median;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Trend {
+    Increasing,
+    NotIncreasing,
+    Unknown,
+}
+
+/// Thresholds, with pathload's published defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TrendParams {
+    pub pct_increasing: f64,
+    pub pct_not: f64,
+    pub pdt_increasing: f64,
+    pub pdt_not: f64,
+    /// Groups per stream; `None` = ⌊√K⌋.
+    pub groups: Option<usize>,
+    /// A stream that lost more than this fraction is taken as increasing (loss is congestion).
+    pub loss_increasing: f64,
+}
+
+impl Default for TrendParams {
+    fn default() -> Self {
+        TrendParams {
+            pct_increasing: 0.66,
+            pct_not: 0.54,
+            pdt_increasing: 0.55,
+            pdt_not: 0.45,
+            groups: None,
+            loss_increasing: 0.1,
+        }
+    }
+}
+
+/// Medians of `groups` consecutive groups of `owd` (the last group takes the remainder).
+pub fn group_medians(owd: &[f64], groups: usize) -> Vec<f64> {
+    let g = groups.clamp(1, owd.len().max(1));
+    let size = owd.len() / g;
+    if size == 0 {
+        return owd.to_vec();
+    }
+    (0..g)
+        .map(|i| {
+            let end = if i + 1 == g {
+                owd.len()
+            } else {
+                (i + 1) * size
+            };
+            median(&owd[i * size..end])
+        })
+        .collect()
+}
+
+/// Pairwise comparison test over group medians.
+pub fn pct(d: &[f64]) -> f64 {
+    if d.len() < 2 {
+        return f64::NAN;
+    }
+    d.windows(2).filter(|w| w[1] > w[0]).count() as f64 / (d.len() - 1) as f64
+}
+
+/// Pairwise difference test over group medians (0 when the medians do not move at all).
+pub fn pdt(d: &[f64]) -> f64 {
+    if d.len() < 2 {
+        return f64::NAN;
+    }
+    let total: f64 = d.windows(2).map(|w| (w[1] - w[0]).abs()).sum();
+    if total == 0.0 {
+        return 0.0;
+    }
+    (d[d.len() - 1] - d[0]) / total
+}
+
+fn classify(x: f64, inc: f64, not: f64) -> Trend {
+    if x.is_nan() {
+        Trend::Unknown
+    } else if x > inc {
+        Trend::Increasing
+    } else if x < not {
+        Trend::NotIncreasing
+    } else {
+        Trend::Unknown
+    }
+}
+
+/// The verdict on one stream's one-way delays, given how many of its probes were lost.
+pub fn stream_trend(owd: &[f64], sent: usize, p: &TrendParams) -> Trend {
+    let lost = sent.saturating_sub(owd.len());
+    if sent > 0 && lost as f64 / sent as f64 > p.loss_increasing {
+        return Trend::Increasing;
+    }
+    if owd.len() < 4 {
+        return Trend::Unknown;
+    }
+    let g = p
+        .groups
+        .unwrap_or(((owd.len() as f64).sqrt().floor() as usize).max(2));
+    let d = group_medians(owd, g);
+    let a = classify(pct(&d), p.pct_increasing, p.pct_not);
+    let b = classify(pdt(&d), p.pdt_increasing, p.pdt_not);
+    use Trend::*;
+    match (a, b) {
+        (Increasing, Increasing | Unknown) | (Unknown, Increasing) => Increasing,
+        (NotIncreasing, NotIncreasing | Unknown) | (Unknown, NotIncreasing) => NotIncreasing,
+        _ => Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statistics() {
+        let rising: Vec<f64> = (0..10).map(|i| i as f64).collect();
+        assert_eq!(pct(&rising), 1.0);
+        assert_eq!(pdt(&rising), 1.0);
+        let flat = vec![5.0; 10];
+        assert_eq!(pct(&flat), 0.0);
+        assert_eq!(pdt(&flat), 0.0);
+        let zigzag = [0.0, 1.0, 0.0, 1.0, 0.0];
+        assert_eq!(pct(&zigzag), 0.5);
+        assert_eq!(pdt(&zigzag), 0.0);
+        assert_eq!(
+            group_medians(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], 3),
+            vec![1.5, 3.5, 6.0]
+        );
+    }
+
+    #[test]
+    fn verdicts() {
+        let p = TrendParams::default();
+        let rising: Vec<f64> = (0..100)
+            .map(|i| i as f64 * 10.0 + ((i * 7919) % 13) as f64)
+            .collect();
+        assert_eq!(stream_trend(&rising, 100, &p), Trend::Increasing);
+        let noise: Vec<f64> = (0..100).map(|i| ((i * 7919) % 101) as f64).collect();
+        assert_eq!(stream_trend(&noise, 100, &p), Trend::NotIncreasing);
+        // Heavy loss is congestion, whatever the delays say.
+        assert_eq!(stream_trend(&noise[..80], 100, &p), Trend::Increasing);
+        assert_eq!(stream_trend(&[1.0, 2.0], 2, &p), Trend::Unknown);
+    }
+}
