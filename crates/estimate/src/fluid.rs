@@ -155,6 +155,45 @@ impl FluidPath {
     }
 }
 
+/// Run `est` against `path` until it is done or `horizon_ns` passes. A train's outcome is handed
+/// to the estimator when its report would arrive: after the last arrival plus the return
+/// propagation (or, if everything was lost, after the train plus a second). Returns each new
+/// estimate with the time it appeared.
+pub fn drive(
+    est: &mut dyn crate::Estimator,
+    path: &mut FluidPath,
+    horizon_ns: u64,
+) -> Vec<(u64, crate::Estimate)> {
+    let mut out: Vec<(u64, crate::Estimate)> = Vec::new();
+    while !est.is_done() && path.now_ns() < horizon_ns {
+        let now = path.now_ns();
+        if let Some(train) = est.poll_train(now) {
+            let obs = path.send_train(now, &train);
+            let last_sent = now + train.offsets().last().copied().unwrap_or(0);
+            let known = obs
+                .probes
+                .iter()
+                .filter_map(|p| p.rx_ns)
+                .max()
+                .map(|rx| rx + path.prop_ns)
+                .unwrap_or(last_sent + 1_000_000_000);
+            path.idle_until(known.max(last_sent));
+            est.handle_train(path.now_ns(), &obs);
+            if let Some(e) = est.estimate() {
+                if out.last().is_none_or(|(_, last)| *last != e) {
+                    out.push((path.now_ns(), e));
+                }
+            }
+        } else {
+            match est.next_wakeup() {
+                Some(t) if t > now => path.idle_until(t.min(horizon_ns)),
+                _ => path.idle_until(now + 1_000_000),
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,43 +246,4 @@ mod tests {
             FluidPath::new(1e6, 3000.0, 0, Some(CrossPattern::parse("tcp:1").unwrap())).is_err()
         );
     }
-}
-
-/// Run `est` against `path` until it is done or `horizon_ns` passes. A train's outcome is handed
-/// to the estimator when its report would arrive: after the last arrival plus the return
-/// propagation (or, if everything was lost, after the train plus a second). Returns each new
-/// estimate with the time it appeared.
-pub fn drive(
-    est: &mut dyn crate::Estimator,
-    path: &mut FluidPath,
-    horizon_ns: u64,
-) -> Vec<(u64, crate::Estimate)> {
-    let mut out: Vec<(u64, crate::Estimate)> = Vec::new();
-    while !est.is_done() && path.now_ns() < horizon_ns {
-        let now = path.now_ns();
-        if let Some(train) = est.poll_train(now) {
-            let obs = path.send_train(now, &train);
-            let last_sent = now + train.offsets().last().copied().unwrap_or(0);
-            let known = obs
-                .probes
-                .iter()
-                .filter_map(|p| p.rx_ns)
-                .max()
-                .map(|rx| rx + path.prop_ns)
-                .unwrap_or(last_sent + 1_000_000_000);
-            path.idle_until(known.max(last_sent));
-            est.handle_train(path.now_ns(), &obs);
-            if let Some(e) = est.estimate() {
-                if out.last().is_none_or(|(_, last)| *last != e) {
-                    out.push((path.now_ns(), e));
-                }
-            }
-        } else {
-            match est.next_wakeup() {
-                Some(t) if t > now => path.idle_until(t.min(horizon_ns)),
-                _ => path.idle_until(now + 1_000_000),
-            }
-        }
-    }
-    out
 }
