@@ -2,6 +2,7 @@
 
 mod agent_cmd;
 mod bench_cmd;
+mod estimate_cmd;
 mod output;
 mod probe_cmd;
 mod signals;
@@ -30,6 +31,8 @@ enum Command {
     Agent(agent_cmd::AgentArgs),
     /// Send probe trains to a peer agent and print dispersion, rate, loss and gap error (pktrain).
     Probe(probe_cmd::ProbeArgs),
+    /// Estimate capacity and available bandwidth to a peer agent.
+    Estimate(estimate_cmd::EstimateArgs),
     /// Benchmarks that print figures (JSON and a table).
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench_cmd::run(cmd),
         Command::Agent(a) => agent_cmd::run(a),
         Command::Probe(a) => probe_cmd::run(a),
+        Command::Estimate(a) => estimate_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

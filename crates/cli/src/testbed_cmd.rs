@@ -164,6 +164,10 @@ pub struct RunArgs {
     /// Also write the JSON document to this file.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Run on this existing testbed (from `testbed up`) instead of building one; path options
+    /// are then ignored and the testbed stays up.
+    #[arg(long)]
+    on: Option<String>,
 }
 
 #[derive(Args)]
@@ -463,7 +467,13 @@ fn run_job(a: RunArgs) -> Result<()> {
     let patterns: Vec<CrossPattern> = a.cross.iter().flatten().cloned().collect();
     crate::signals::catch_signals();
     let human = !a.json;
-    let tb = Testbed::up(a.path.config(None), DelayMode::Thread)?;
+    let tb = match &a.on {
+        Some(name) => {
+            mgrp_testbed::netns::check_privileges()?;
+            Testbed::attach(name)?
+        }
+        None => Testbed::up(a.path.config(None), DelayMode::Thread)?,
+    };
     if human {
         say!("{}", describe(&tb));
     }

@@ -131,18 +131,32 @@ impl Slops {
         TrainReq::constant_rate(self.p.stream_len, size, rate)
     }
 
+    /// A fleet is decided early once `f` of all its streams agree; otherwise when it is
+    /// complete, over the streams that gave a verdict: ambiguous streams (PCT and PDT
+    /// disagreeing) carry no information, so they are left out of the fraction, as long as at
+    /// least half the fleet gave a verdict. Anything else is grey.
     fn fleet_verdict(&self) -> Option<FleetVerdict> {
         let need = (self.p.fraction * self.p.fleet as f64).ceil() as usize;
-        let left = self.p.fleet - self.streams;
         if self.inc >= need {
-            Some(FleetVerdict::Above)
-        } else if self.not >= need {
-            Some(FleetVerdict::Below)
-        } else if self.inc + left < need && self.not + left < need {
-            Some(FleetVerdict::Grey)
-        } else {
-            None
+            return Some(FleetVerdict::Above);
         }
+        if self.not >= need {
+            return Some(FleetVerdict::Below);
+        }
+        if self.streams < self.p.fleet {
+            return None;
+        }
+        let valid = self.inc + self.not;
+        let share = |n: usize| n as f64 >= self.p.fraction * valid as f64;
+        Some(if valid * 2 < self.p.fleet {
+            FleetVerdict::Grey
+        } else if share(self.inc) {
+            FleetVerdict::Above
+        } else if share(self.not) {
+            FleetVerdict::Below
+        } else {
+            FleetVerdict::Grey
+        })
     }
 
     fn conclude(&mut self, v: FleetVerdict) {
@@ -358,19 +372,22 @@ mod tests {
     }
 
     #[test]
-    fn fleet_verdicts_stop_early() {
+    fn fleet_verdicts() {
         let mut s = Slops::new(SlopsParams::for_capacity(10e6, Pace::Fast));
-        s.inc = 9;
-        s.streams = 9;
-        assert_eq!(s.fleet_verdict(), Some(FleetVerdict::Above));
-        s.inc = 4;
-        s.not = 5;
-        s.streams = 9;
-        // 3 streams left: neither side can reach 9 of 12.
-        assert_eq!(s.fleet_verdict(), Some(FleetVerdict::Grey));
-        s.inc = 0;
-        s.not = 6;
-        s.streams = 6;
-        assert_eq!(s.fleet_verdict(), None);
+        let mut at = |inc, not, streams| {
+            s.inc = inc;
+            s.not = not;
+            s.streams = streams;
+            s.fleet_verdict()
+        };
+        // Decided early by 9 of 12.
+        assert_eq!(at(9, 0, 9), Some(FleetVerdict::Above));
+        assert_eq!(at(0, 9, 10), Some(FleetVerdict::Below));
+        assert_eq!(at(4, 5, 9), None);
+        // Complete fleets: the fraction is over streams with a verdict.
+        assert_eq!(at(6, 1, 12), Some(FleetVerdict::Above));
+        assert_eq!(at(1, 7, 12), Some(FleetVerdict::Below));
+        assert_eq!(at(5, 5, 12), Some(FleetVerdict::Grey));
+        assert_eq!(at(3, 2, 12), Some(FleetVerdict::Grey), "too few verdicts");
     }
 }

@@ -1,0 +1,89 @@
+//! Drive a sans-IO estimator with real trains over a session: the thin I/O layer under
+//! `mgrp estimate`.
+
+use crate::client::Session;
+use crate::train::{ProbeSpec, TrainResult, TrainSpec};
+use crate::Error;
+use mgrp_estimate::{Estimate, Estimator, ProbeObs, TrainObs, TrainReq};
+use std::time::{Duration, Instant};
+
+/// What the driver reports after each train.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    pub trains: u32,
+    pub probe_bytes: u64,
+    pub elapsed: Duration,
+    pub estimate: Option<Estimate>,
+    pub flagged: bool,
+}
+
+/// An estimator's train as the engine's train spec. Pacing tolerance is the engine's default.
+pub fn to_spec(t: &TrainReq) -> TrainSpec {
+    TrainSpec {
+        probes: t
+            .probes
+            .iter()
+            .map(|p| ProbeSpec {
+                size: p.size,
+                gap_ns: p.gap_ns,
+                ttl: None,
+                may_carry: false,
+            })
+            .collect(),
+        tolerance_ns: None,
+    }
+}
+
+/// The engine's result as an estimator's observation.
+pub fn to_obs(r: &TrainResult) -> TrainObs {
+    TrainObs {
+        probes: r
+            .probes
+            .iter()
+            .map(|p| ProbeObs {
+                size: p.size,
+                sent_ns: p.sent_ns,
+                rx_ns: p.rx_ns,
+            })
+            .collect(),
+        flagged: r.stats.flagged,
+    }
+}
+
+/// Run `est` until it is done, `deadline` passes or `stop()` says so, calling `progress` after
+/// every train. Returns the last estimate.
+pub fn run_estimator(
+    session: &mut Session,
+    est: &mut dyn Estimator,
+    deadline: Instant,
+    mut stop: impl FnMut() -> bool,
+    mut progress: impl FnMut(&Progress),
+) -> Result<Option<Estimate>, Error> {
+    let t0 = Instant::now();
+    let (mut trains, mut bytes) = (0u32, 0u64);
+    while !est.is_done() && Instant::now() < deadline && !stop() {
+        let now = mgrp_clock::now_ns();
+        match est.poll_train(now) {
+            Some(req) => {
+                let r = session.send_train(&to_spec(&req))?;
+                trains += 1;
+                bytes += req.bytes();
+                est.handle_train(mgrp_clock::now_ns(), &to_obs(&r));
+                progress(&Progress {
+                    trains,
+                    probe_bytes: bytes,
+                    elapsed: t0.elapsed(),
+                    estimate: est.estimate(),
+                    flagged: r.stats.flagged,
+                });
+            }
+            None => {
+                // Sleep until the estimator's next wakeup (in short slices, to see `stop`).
+                let wake = est.next_wakeup().unwrap_or(now + 10_000_000);
+                let wait = wake.saturating_sub(now).clamp(100_000, 20_000_000);
+                std::thread::sleep(Duration::from_nanos(wait));
+            }
+        }
+    }
+    Ok(est.estimate())
+}
