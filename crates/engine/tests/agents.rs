@@ -12,6 +12,9 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Pacers pin themselves to the same CPU: tests that time trains must not overlap.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn key() -> Key {
     Key::from_hex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f").unwrap()
 }
@@ -72,6 +75,7 @@ fn send(tb: &Testbed, spec: TrainSpec) -> TrainResult {
 
 #[test]
 fn every_probe_accounted_for_at_its_exact_size() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tb = testbed();
     let agent = agent_in(&tb, Role::Rcv, key());
     let r = send(&tb, TrainSpec::uniform(100, 1000, 100_000));
@@ -118,6 +122,7 @@ fn every_probe_accounted_for_at_its_exact_size() {
 
 #[test]
 fn wrong_key_gets_nothing_and_others_are_unaffected() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tb = testbed();
     let agent = agent_in(&tb, Role::Rcv, key());
     let wrong = Key::from_hex("ffeeddccbbaa99887766554433221100").unwrap();
@@ -132,6 +137,7 @@ fn wrong_key_gets_nothing_and_others_are_unaffected() {
 
 #[test]
 fn forged_truncated_oversized_and_replayed_input_is_counted() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tb = testbed();
     let agent = agent_in(&tb, Role::Rcv, key());
     // A live session from snd, kept open while others misbehave.
@@ -220,6 +226,7 @@ fn forged_truncated_oversized_and_replayed_input_is_counted() {
 
 #[test]
 fn a_vanishing_peer_ends_the_train_with_losses() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tb = testbed();
     let agent = agent_in(&tb, Role::Rcv, key());
     let stopper = std::thread::spawn(move || {

@@ -93,6 +93,22 @@ pub struct Slops {
     bytes: u64,
     trains: u32,
     history: Vec<(f64, FleetVerdict)>,
+    resends: u32,
+}
+
+/// Consecutive re-sends of a mis-paced stream before it is used anyway.
+const MAX_RESENDS: u32 = 3;
+
+/// The stream's actual send duration strayed more than 5% from the planned one.
+fn stream_mispaced(obs: &TrainObs, planned_ns: u64) -> bool {
+    let first = obs.probes.iter().find_map(|p| p.sent_ns);
+    let last = obs.probes.iter().rev().find_map(|p| p.sent_ns);
+    match (first, last) {
+        (Some(a), Some(b)) if planned_ns > 0 => {
+            ((b - a) as f64 / planned_ns as f64 - 1.0).abs() > 0.05
+        }
+        _ => true,
+    }
 }
 
 impl Slops {
@@ -116,6 +132,7 @@ impl Slops {
             bytes: 0,
             trains: 0,
             history: Vec::new(),
+            resends: 0,
         }
     }
 
@@ -223,6 +240,14 @@ impl Estimator for Slops {
             return;
         };
         self.last = now_ns;
+        // A stream that did not leave at its rate (the sender was preempted) says nothing about
+        // the path: send it again, a few times at most (pathload discards such streams too).
+        if stream_mispaced(obs, duration) && self.resends < MAX_RESENDS {
+            self.resends += 1;
+            self.next_at = now_ns;
+            return;
+        }
+        self.resends = 0;
         let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
         let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
         match stream_trend(&owd, sent, &self.p.trend) {
@@ -369,6 +394,30 @@ mod tests {
             slow.quality.elapsed_s
         );
         assert_eq!(fast.quality.method, "slops-fast");
+    }
+
+    #[test]
+    fn mispaced_streams_are_sent_again() {
+        let mut s = Slops::new(SlopsParams::for_capacity(10e6, Pace::Fast));
+        let t = s.poll_train(0).unwrap();
+        let planned = *t.offsets().last().unwrap();
+        // Sent at half the rate: the whole stream took twice as long.
+        let obs = TrainObs {
+            probes: t
+                .offsets()
+                .iter()
+                .map(|o| crate::ProbeObs {
+                    size: t.probes[0].size,
+                    sent_ns: Some(2 * o),
+                    rx_ns: Some(2 * o + 1000),
+                })
+                .collect(),
+            flagged: true,
+        };
+        assert!(stream_mispaced(&obs, planned));
+        s.handle_train(1, &obs);
+        assert_eq!((s.streams, s.resends), (0, 1));
+        assert_eq!(s.poll_train(1), Some(t.clone()), "the same stream again");
     }
 
     #[test]

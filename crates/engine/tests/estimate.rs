@@ -1,0 +1,115 @@
+//! Estimators driven over real sessions on the testbed, against the bottleneck's ground truth.
+
+use mgrp_engine::agent::{Agent, AgentConfig};
+use mgrp_engine::auth::Key;
+use mgrp_engine::client::Session;
+use mgrp_engine::pacer::Pacer;
+use mgrp_engine::run::run_estimator;
+use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
+use mgrp_estimate::slops::{Pace, Slops, SlopsParams};
+use mgrp_estimate::Estimate;
+use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
+use mgrp_testbed::netns::spawn_in;
+use mgrp_testbed::{CrossPattern, DelayMode, Role, Testbed, TestbedConfig, TruthSampler};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Pacers pin themselves to the same CPU: tests that time trains must not overlap.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn key() -> Key {
+    Key::from_hex("0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a090807060504030201000").unwrap()
+}
+
+/// Capacity, then SLoPS, from snd to an agent at rcv; returns both with the truth window.
+fn measure(tb: &Testbed) -> (Estimate, Estimate, u64, u64) {
+    let listen: SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse().unwrap();
+    let _agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
+        Ok(Agent::start(AgentConfig::new(listen, key())).unwrap())
+    })
+    .unwrap()
+    .join()
+    .unwrap()
+    .unwrap();
+    spawn_in(&tb.ns(Role::Snd), "estimator", move || {
+        let mut s = Session::connect(
+            listen,
+            &key(),
+            Arc::new(Pacer::spawn().unwrap()),
+            Duration::from_secs(3),
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut cap = CapacityEstimator::new(CapacityParams::default());
+        let c = run_estimator(&mut s, &mut cap, deadline, || false, |_| {})
+            .unwrap()
+            .unwrap();
+        let t0 = mgrp_clock::now_ns();
+        let mut slops = Slops::new(SlopsParams::for_capacity(c.value_bps, Pace::Fast));
+        let a = run_estimator(&mut s, &mut slops, deadline, || false, |_| {})
+            .unwrap()
+            .unwrap();
+        Ok((c, a, t0, mgrp_clock::now_ns()))
+    })
+    .unwrap()
+    .join()
+    .unwrap()
+    .unwrap()
+}
+
+#[test]
+fn capacity_and_available_on_an_idle_path() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for mbit in [20.0, 100.0] {
+        let c_bps = mbit * 1e6;
+        let tb = Testbed::up(
+            TestbedConfig {
+                capacity_bps: c_bps as u64,
+                ..Default::default()
+            },
+            DelayMode::Thread,
+        )
+        .unwrap();
+        let (c, a, _, _) = measure(&tb);
+        assert!(
+            (c.value_bps / c_bps - 1.0).abs() < 0.03,
+            "{mbit} Mbit/s capacity: {c:?}"
+        );
+        assert!(
+            a.final_ && a.high_bps >= 0.95 * c_bps,
+            "{mbit} Mbit/s idle: {a:?}"
+        );
+    }
+}
+
+#[test]
+fn available_under_smooth_cbr_matches_ground_truth() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tb = Testbed::up(
+        TestbedConfig {
+            capacity_bps: 20_000_000,
+            ..Default::default()
+        },
+        DelayMode::Thread,
+    )
+    .unwrap();
+    let sampler = TruthSampler::start(&tb, Duration::from_millis(100)).unwrap();
+    let pattern = CrossPattern::parse("cbr:8mbit,size=200").unwrap();
+    let cross = CrossTraffic::start(&tb, &pattern, BASE_PORT, &GenOptions::default()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (c, a, t0, t1) = measure(&tb);
+    cross.stop().unwrap();
+    let truth = sampler.stop().unwrap().window(t0, t1).unwrap();
+    assert!(
+        (c.value_bps / 20e6 - 1.0).abs() < 0.05,
+        "capacity under load: {c:?}"
+    );
+    // Truth counts the probes' own bytes as measured flow, not cross: A = C − cross.
+    let slack = 0.05 * 20e6;
+    assert!(
+        a.low_bps - slack <= truth.avail_bps && truth.avail_bps <= a.high_bps + slack,
+        "truth {} outside {a:?}",
+        truth.avail_bps
+    );
+}
