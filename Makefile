@@ -12,10 +12,11 @@ build: deps
 	$(CARGO) build --release --workspace
 
 # The main job on its self-contained default: a namespace testbed with a 20 Mbit/s bottleneck,
-# a 20 ms delay line, the seeds' STEP cross traffic (scaled x2), and the ground truth it measures.
+# a 20 ms delay line, the seeds' STEP cross traffic (scaled x2), agents at both ends estimating
+# capacity and available bandwidth, each estimate printed beside the ground truth of its window.
 demo: build
 	./target/release/mgrp testbed run --capacity 20mbit --delay 20ms \
-	    --cross step:2,6,10,12,8,4mbit,every=2s --duration 12s --out target/demo-truth.json
+	    --cross step:2,6,10,12,8,4mbit,every=4s --duration 24s --estimate --out target/demo.json
 
 lint:
 	$(CARGO) fmt --all -- --check

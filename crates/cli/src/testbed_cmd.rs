@@ -164,6 +164,10 @@ pub struct RunArgs {
     /// Also write the JSON document to this file.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Also run agents at both ends and estimate (capacity, then available bandwidth with
+    /// SLoPS, again and again), printing each estimate beside the ground truth of its window.
+    #[arg(long)]
+    estimate: bool,
     /// Run on this existing testbed (from `testbed up`) instead of building one; path options
     /// are then ignored and the testbed stays up.
     #[arg(long)]
@@ -454,6 +458,8 @@ struct RunReport {
     /// CLOCK_MONOTONIC ns at t = 0 of the bins.
     origin_ns: u64,
     bins: Vec<Bin>,
+    /// Estimates beside the ground truth of their windows (with --estimate).
+    estimates: Vec<crate::live_estimate::Row>,
     interrupted: bool,
 }
 
@@ -502,6 +508,62 @@ fn run_job(a: RunArgs) -> Result<()> {
         gens.push(CrossTraffic::start(&tb, p, BASE_PORT + i as u16, &opts)?);
     }
     let start = mgrp_testbed::clock::now_ns();
+    let live = if a.estimate {
+        Some(crate::live_estimate::LiveEstimates::start(
+            &tb,
+            std::time::Instant::now() + a.duration,
+        )?)
+    } else {
+        None
+    };
+    let mut rows: Vec<crate::live_estimate::Row> = Vec::new();
+    let c_bps = tb.config().capacity_bps as f64;
+    let take_estimates = |truth: &mgrp_testbed::Truth,
+                          rows: &mut Vec<crate::live_estimate::Row>| {
+        let Some(live) = &live else { return };
+        while let Ok(m) = live.results.try_recv() {
+            let truth_bps = if m.kind == "capacity" {
+                c_bps
+            } else {
+                match truth.window(m.start_ns, m.end_ns) {
+                    Some(w) => w.avail_bps,
+                    None => continue,
+                }
+            };
+            let e = &m.estimate;
+            let row = crate::live_estimate::Row {
+                kind: m.kind,
+                method: e.quality.method,
+                start_s: m.start_ns.saturating_sub(start) as f64 / 1e9,
+                end_s: m.end_ns.saturating_sub(start) as f64 / 1e9,
+                value_bps: e.value_bps,
+                low_bps: e.low_bps,
+                high_bps: e.high_bps,
+                truth_bps,
+                rel_error: (e.value_bps - truth_bps) / truth_bps.max(1.0),
+                probe_bytes: e.quality.probe_bytes,
+                trains: e.quality.trains,
+                final_: e.final_,
+            };
+            if human {
+                say!(
+                    "  estimate {:>5.1}-{:<5.1} {:<9} {:>8.3} Mb/s [{:.3} .. {:.3}]  truth {:>7.3}  error {:+6.1}%  ({}, {} trains, {:.0} kB)",
+                    row.start_s,
+                    row.end_s,
+                    row.kind,
+                    row.value_bps / 1e6,
+                    row.low_bps / 1e6,
+                    row.high_bps / 1e6,
+                    row.truth_bps / 1e6,
+                    row.rel_error * 100.0,
+                    row.method,
+                    row.trains,
+                    row.probe_bytes as f64 / 1e3
+                );
+            }
+            rows.push(row);
+        }
+    };
     if human {
         let names: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
         say!(
@@ -556,15 +618,23 @@ fn run_job(a: RunArgs) -> Result<()> {
                 );
             }
         }
+        take_estimates(&sampler.truth(), &mut rows);
         next += step;
     }
     let interrupted = crate::signals::interrupted();
+    if let Some(l) = &live {
+        l.halt();
+    }
     let stop_at = mgrp_testbed::clock::now_ns().min(end);
     let mut reports = Vec::new();
     for g in gens {
         reports.push(g.stop()?);
     }
     let truth = sampler.stop()?;
+    take_estimates(&truth, &mut rows);
+    if let Some(Err(e)) = live.map(|l| l.stop()) {
+        eprintln!("mgrp: the estimator stopped early: {e:#}");
+    }
     let summary = truth.window(start, stop_at);
     let bins: Vec<Bin> = truth.bins(a.bin);
     let report = RunReport {
@@ -578,6 +648,7 @@ fn run_job(a: RunArgs) -> Result<()> {
         bin_s: a.bin.as_secs_f64(),
         origin_ns: truth.origin_ns,
         bins,
+        estimates: rows,
         interrupted,
     };
     let json = serde_json::to_string_pretty(&report)?;

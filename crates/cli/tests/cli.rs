@@ -284,3 +284,44 @@ fn netem_where_missing_is_a_clear_error_and_auto_falls_back() {
         assert!(v["delay_line"]["packets"].as_u64().unwrap() >= 3, "{v}");
     }
 }
+
+#[test]
+fn run_with_estimates_beside_truth() {
+    let o = mgrp(&[
+        "testbed",
+        "run",
+        "--capacity",
+        "20mbit",
+        "--cross",
+        "cbr:6mbit,size=200",
+        "--duration",
+        "5s",
+        "--pings",
+        "0",
+        "--estimate",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["estimates"].as_array().unwrap();
+    let cap = rows
+        .iter()
+        .find(|r| r["kind"] == "capacity")
+        .expect("a capacity estimate");
+    assert!(
+        (cap["value_bps"].as_f64().unwrap() / 20e6 - 1.0).abs() < 0.05,
+        "{cap}"
+    );
+    let avail: Vec<_> = rows.iter().filter(|r| r["kind"] == "available").collect();
+    assert!(
+        !avail.is_empty(),
+        "at least one available-bandwidth estimate in 5 s: {rows:?}"
+    );
+    for r in avail {
+        // Each carries the truth of its own window: C − 6 Mbit/s of cross traffic (the probes
+        // are the measured flow, not cross traffic).
+        let truth = r["truth_bps"].as_f64().unwrap();
+        assert!((truth - 14e6).abs() < 0.5e6, "{r}");
+        assert!(r["end_s"].as_f64().unwrap() > r["start_s"].as_f64().unwrap());
+    }
+}

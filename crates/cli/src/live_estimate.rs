@@ -1,0 +1,143 @@
+//! Estimates taken on a running testbed, for `mgrp testbed run --estimate`: an agent in rcv, the
+//! estimator in snd, each result sent back with the window it covers so the run can print it
+//! beside the ground truth of the same window.
+
+use anyhow::{anyhow, Result};
+use mgrp_engine::agent::{Agent, AgentConfig};
+use mgrp_engine::auth::Key;
+use mgrp_engine::client::Session;
+use mgrp_engine::pacer::Pacer;
+use mgrp_engine::run::run_estimator;
+use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
+use mgrp_estimate::slops::{Pace, Slops, SlopsParams};
+use mgrp_estimate::Estimate;
+use mgrp_testbed::netns::spawn_in;
+use mgrp_testbed::{Role, Testbed};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// One estimate and the CLOCK_MONOTONIC window it was measured over.
+pub struct Measured {
+    pub kind: &'static str,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub estimate: Estimate,
+}
+
+/// An estimate beside the truth of its window, as reported.
+#[derive(Serialize, Clone)]
+pub struct Row {
+    pub kind: &'static str,
+    pub method: &'static str,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub value_bps: f64,
+    pub low_bps: f64,
+    pub high_bps: f64,
+    pub truth_bps: f64,
+    pub rel_error: f64,
+    pub probe_bytes: u64,
+    pub trains: u32,
+    pub final_: bool,
+}
+
+pub struct LiveEstimates {
+    stop: Arc<AtomicBool>,
+    pub results: Receiver<Measured>,
+    thread: Option<JoinHandle<Result<(), mgrp_testbed::Error>>>,
+    _agent: Agent,
+}
+
+impl LiveEstimates {
+    /// Start an agent in rcv and keep estimating from snd (capacity once, then available
+    /// bandwidth again and again) until `end` or `stop`.
+    pub fn start(tb: &Testbed, end: Instant) -> Result<LiveEstimates> {
+        let mut raw = [0u8; 32];
+        std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut raw)?;
+        let key = Key::from_hex(&raw.iter().map(|b| format!("{b:02x}")).collect::<String>())?;
+        let listen: SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse()?;
+        let k = key.clone();
+        let agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
+            Agent::start(AgentConfig::new(listen, k))
+                .map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
+        })?
+        .join()
+        .map_err(|_| anyhow!("agent thread panicked"))??;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, results) = channel();
+        let stop2 = stop.clone();
+        let thread = spawn_in(&tb.ns(Role::Snd), "estimator", move || {
+            let fail =
+                |e: mgrp_engine::Error| mgrp_testbed::Error::Setup(format!("estimator: {e}"));
+            let pacer = Arc::new(Pacer::spawn().map_err(fail)?);
+            let mut s =
+                Session::connect(listen, &key, pacer, Duration::from_secs(3)).map_err(fail)?;
+            let halted = || stop2.load(Ordering::Relaxed);
+            let t0 = mgrp_clock::now_ns();
+            let mut cap = CapacityEstimator::new(CapacityParams::default());
+            let Some(c) = run_estimator(&mut s, &mut cap, end, halted, |_| {}).map_err(fail)?
+            else {
+                return Ok(());
+            };
+            let capacity = c.value_bps;
+            let _ = tx.send(Measured {
+                kind: "capacity",
+                start_ns: t0,
+                end_ns: mgrp_clock::now_ns(),
+                estimate: c,
+            });
+            while !halted() && Instant::now() < end {
+                let t0 = mgrp_clock::now_ns();
+                let mut est = Slops::new(SlopsParams::for_capacity(capacity, Pace::Fast));
+                if let Some(e) =
+                    run_estimator(&mut s, &mut est, end, halted, |_| {}).map_err(fail)?
+                {
+                    if e.final_ {
+                        let _ = tx.send(Measured {
+                            kind: "available",
+                            start_ns: t0,
+                            end_ns: mgrp_clock::now_ns(),
+                            estimate: e,
+                        });
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(LiveEstimates {
+            stop,
+            results,
+            thread: Some(thread),
+            _agent: agent,
+        })
+    }
+
+    /// Ask the estimator to stop after its current train.
+    pub fn halt(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Stop estimating; an error the estimator hit, if any.
+    pub fn stop(mut self) -> Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(Err(e))) => Err(e.into()),
+            Some(Err(_)) => Err(anyhow!("estimator thread panicked")),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for LiveEstimates {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
