@@ -1,9 +1,15 @@
 //! Pathload's trend tests on one-way delays (Jain & Dovrolis 2002; `../shared/notes/seed-000.md`
-//! §4.2): the delays of a stream are split into Γ ≈ √K groups, each reduced to its median, and
-//! two statistics decide whether the delays increase.
+//! §4.2, `seed-001.md` §1.7): the delays of a stream are split into Γ ≈ √K groups, each reduced
+//! to its median, and two statistics decide whether the delays increase.
 //!
-//! - PCT = Σ 1[D_k > D_{k−1}] / (Γ−1): increasing above 0.66, not increasing below 0.54.
-//! - PDT = (D_Γ − D_1) / Σ |D_k − D_{k−1}|: increasing above 0.55, not increasing below 0.45.
+//! - PCT = Σ 1[D_k > D_{k−1}] / (Γ−1)
+//! - PDT = (D_Γ − D_1) / Σ |D_k − D_{k−1}|
+//!
+//! Two published sets of thresholds exist. The default is the one pathload 1.3.2 actually runs
+//! (its source: PCT 0.55 ± 10% → increasing above 0.605, not below 0.495; PDT 0.4 ± 10% → 0.44 /
+//! 0.36). The paper's values (PCT 0.66 / 0.54, PDT 0.55 / 0.45) are [`TrendParams::paper`].
+//! Streams too short for groups (fewer than 2 per group, as in the ImTCP sweep's 5-probe streams)
+//! are tested on their raw delays.
 //!
 //! Between the thresholds a statistic is ambiguous. The stream's verdict combines them as
 //! pathload does: one says increasing and the other does not contradict it → increasing; one says
@@ -33,14 +39,28 @@ pub struct TrendParams {
 }
 
 impl Default for TrendParams {
+    /// Pathload 1.3.2's thresholds.
     fn default() -> Self {
+        TrendParams {
+            pct_increasing: 0.605,
+            pct_not: 0.495,
+            pdt_increasing: 0.44,
+            pdt_not: 0.36,
+            groups: None,
+            loss_increasing: 0.1,
+        }
+    }
+}
+
+impl TrendParams {
+    /// The thresholds of the pathload paper (Jain & Dovrolis 2002).
+    pub fn paper() -> Self {
         TrendParams {
             pct_increasing: 0.66,
             pct_not: 0.54,
             pdt_increasing: 0.55,
             pdt_not: 0.45,
-            groups: None,
-            loss_increasing: 0.1,
+            ..Default::default()
         }
     }
 }
