@@ -10,6 +10,7 @@ use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::{run_estimator, Progress};
 use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
 use mgrp_estimate::slops::{Pace, Slops, SlopsParams};
+use mgrp_estimate::sweep::{Sweep, SweepParams};
 use mgrp_estimate::{Estimate, Estimator};
 use mgrp_testbed::units::fmt_rate;
 use serde::Serialize;
@@ -25,6 +26,8 @@ enum Method {
     Slops,
     /// SLoPS with pathload's original pacing (pSLOW).
     SlopsSlow,
+    /// ImTCP's sub-range sweep: 5-probe streams, a result every few round trips (10 results).
+    Sweep,
 }
 
 #[derive(Args)]
@@ -124,7 +127,16 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             }
         }
     };
-    if a.method != Method::Capacity {
+    if a.method == Method::Sweep {
+        let mut est = Sweep::new(SweepParams::new(capacity));
+        report.available = run_estimator(
+            &mut session,
+            &mut est,
+            deadline,
+            crate::signals::interrupted,
+            progress("available"),
+        )?;
+    } else if a.method != Method::Capacity {
         let pace = if a.method == Method::SlopsSlow {
             Pace::Slow
         } else {

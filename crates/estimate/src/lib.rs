@@ -10,6 +10,7 @@
 pub mod capacity;
 pub mod fluid;
 pub mod slops;
+pub mod sweep;
 pub mod trend;
 
 use serde::Serialize;
