@@ -114,6 +114,17 @@ impl Sweep {
         self
     }
 
+    /// Measurements completed so far.
+    pub fn measurements_done(&self) -> u32 {
+        self.done_measurements
+    }
+
+    /// Results found inside their search range since the range last had to move: the history
+    /// the confidence interval is computed from.
+    pub fn recent(&self) -> Vec<f64> {
+        self.hist.iter().copied().collect()
+    }
+
     fn begin_measurement(&mut self) {
         let r = (self.bu - self.bl) / self.a_prev.max(1.0);
         let k = if r < 0.15 {
