@@ -15,6 +15,34 @@ pub enum BenchCmd {
     Testbed(TestbedBench),
     /// The pacer: sender and receiver gap error of probe trains on an idle testbed path.
     Pacing(PacingBench),
+    /// Estimators against ground truth over a grid of capacities, cross traffic and loads.
+    Accuracy(AccuracyBench),
+}
+
+#[derive(Args)]
+pub struct AccuracyBench {
+    /// Bottleneck capacities, Mbit/s.
+    #[arg(long, value_delimiter = ',', default_value = "20,100")]
+    pub capacities: Vec<f64>,
+    /// Cross-traffic kinds: cbr, poisson, onoff, step, tcp1, tcp4.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "cbr,poisson,onoff,step,tcp1,tcp4"
+    )]
+    pub kinds: Vec<String>,
+    /// Cross load in % of capacity (UDP kinds; 0 = idle path, run once).
+    #[arg(long, value_delimiter = ',', default_value = "0,25,50,75")]
+    pub loads: Vec<u32>,
+    /// Methods: sweep, slops, slops-slow.
+    #[arg(long, value_delimiter = ',', default_value = "sweep,slops,slops-slow")]
+    pub methods: Vec<String>,
+    #[arg(long, default_value_t = 2)]
+    pub reps: u32,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -62,6 +90,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Testbed(b) => testbed_bench(b),
         BenchCmd::Pacing(b) => pacing_bench(b),
+        BenchCmd::Accuracy(b) => crate::accuracy::run(b),
     }
 }
 

@@ -1,5 +1,6 @@
 //! `mgrp`: the Measurement Manager's command line.
 
+mod accuracy;
 mod agent_cmd;
 mod bench_cmd;
 mod estimate_cmd;
