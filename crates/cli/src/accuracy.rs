@@ -220,6 +220,17 @@ pub fn run(b: AccuracyBench) -> Result<()> {
                         .recv_timeout(Duration::from_secs(60))
                         .map_err(|_| anyhow!("estimator worker timed out"))?
                         .map_err(|e| anyhow!(e))?;
+                    // The truth of the whole window: wait for a sample past its end.
+                    let covered = Instant::now() + Duration::from_millis(500);
+                    while sampler
+                        .truth()
+                        .samples
+                        .last()
+                        .is_none_or(|s| s.t_ns < o.end_ns)
+                        && Instant::now() < covered
+                    {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
                     let truth = sampler
                         .truth()
                         .window(o.method_start_ns, o.end_ns)

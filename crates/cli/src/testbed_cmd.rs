@@ -518,10 +518,24 @@ fn run_job(a: RunArgs) -> Result<()> {
     };
     let mut rows: Vec<crate::live_estimate::Row> = Vec::new();
     let c_bps = tb.config().capacity_bps as f64;
+    let pending = std::cell::RefCell::new(Vec::<crate::live_estimate::Measured>::new());
     let take_estimates = |truth: &mgrp_testbed::Truth,
-                          rows: &mut Vec<crate::live_estimate::Row>| {
+                          rows: &mut Vec<crate::live_estimate::Row>,
+                          finished: bool| {
         let Some(live) = &live else { return };
         while let Ok(m) = live.results.try_recv() {
+            pending.borrow_mut().push(m);
+        }
+        let covered = truth.samples.last().map_or(0, |s| s.t_ns);
+        // Estimates whose window the sampler has not passed yet wait for the next round.
+        let ready: Vec<_> = {
+            let mut p = pending.borrow_mut();
+            let (ready, wait): (Vec<_>, Vec<_>) =
+                p.drain(..).partition(|m| m.end_ns <= covered || finished);
+            *p = wait;
+            ready
+        };
+        for m in ready {
             let truth_bps = if m.kind == "capacity" {
                 c_bps
             } else {
@@ -618,7 +632,7 @@ fn run_job(a: RunArgs) -> Result<()> {
                 );
             }
         }
-        take_estimates(&sampler.truth(), &mut rows);
+        take_estimates(&sampler.truth(), &mut rows, false);
         next += step;
     }
     let interrupted = crate::signals::interrupted();
@@ -631,7 +645,7 @@ fn run_job(a: RunArgs) -> Result<()> {
         reports.push(g.stop()?);
     }
     let truth = sampler.stop()?;
-    take_estimates(&truth, &mut rows);
+    take_estimates(&truth, &mut rows, true);
     if let Some(Err(e)) = live.map(|l| l.stop()) {
         eprintln!("mgrp: the estimator stopped early: {e:#}");
     }
