@@ -152,9 +152,7 @@ pub fn run(b: AccuracyBench) -> Result<()> {
             },
             DelayMode::Thread,
         )?;
-        let mut raw = [0u8; 32];
-        std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut raw)?;
-        let key = Key::from_hex(&raw.iter().map(|x| format!("{x:02x}")).collect::<String>())?;
+        let key = Key::random();
         let listen: std::net::SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse()?;
         let k = key.clone();
         let _agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
@@ -220,7 +218,10 @@ pub fn run(b: AccuracyBench) -> Result<()> {
                         .recv_timeout(Duration::from_secs(60))
                         .map_err(|_| anyhow!("estimator worker timed out"))?
                         .map_err(|e| anyhow!(e))?;
-                    // The truth of the whole window: wait for a sample past its end.
+                    // The truth over the method's run, at least its last 500 ms (shorter windows
+                    // would be interpolated between a couple of samples); wait for a sample past
+                    // its end.
+                    let from = o.method_start_ns.min(o.end_ns.saturating_sub(500_000_000));
                     let covered = Instant::now() + Duration::from_millis(500);
                     while sampler
                         .truth()
@@ -233,7 +234,7 @@ pub fn run(b: AccuracyBench) -> Result<()> {
                     }
                     let truth = sampler
                         .truth()
-                        .window(o.method_start_ns, o.end_ns)
+                        .window(from, o.end_ns)
                         .map_or(f64::NAN, |w| w.avail_bps);
                     let e = o.estimate.as_ref();
                     runs.push(Run {
@@ -246,7 +247,9 @@ pub fn run(b: AccuracyBench) -> Result<()> {
                         low_mbit: e.map(|e| e.low_bps / 1e6),
                         high_mbit: e.map(|e| e.high_bps / 1e6),
                         truth_mbit: truth / 1e6,
-                        rel_error: e.map(|e| (e.value_bps - truth).abs() / truth.max(0.05 * c)),
+                        rel_error: e
+                            .filter(|_| truth.is_finite())
+                            .map(|e| (e.value_bps - truth).abs() / truth.max(0.05 * c)),
                         first_s: o.first_ns.map(|f| (f - o.start_ns) as f64 / 1e9),
                         final_s: (o.end_ns - o.start_ns) as f64 / 1e9,
                         probe_bytes: o.bytes,

@@ -421,7 +421,7 @@ fn pacing_bench(b: PacingBench) -> Result<()> {
         },
         DelayMode::Thread,
     )?;
-    let key = Key::from_hex(&format!("{:032x}", rand_key()))?;
+    let key = Key::random();
     let listen: std::net::SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse()?;
     let k2 = key.clone();
     let agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
@@ -530,12 +530,4 @@ fn pacing_bench(b: PacingBench) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// A throwaway key for the benchmark's own agents.
-fn rand_key() -> u128 {
-    let mut b = [0u8; 16];
-    let _ = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b));
-    u128::from_be_bytes(b) | 1 << 127
 }

@@ -57,9 +57,7 @@ impl LiveEstimates {
     /// Start an agent in rcv and keep estimating from snd (capacity once, then available
     /// bandwidth again and again) until `end` or `stop`.
     pub fn start(tb: &Testbed, end: Instant) -> Result<LiveEstimates> {
-        let mut raw = [0u8; 32];
-        std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut raw)?;
-        let key = Key::from_hex(&raw.iter().map(|b| format!("{b:02x}")).collect::<String>())?;
+        let key = Key::random();
         let listen: SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse()?;
         let k = key.clone();
         let agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {

@@ -30,6 +30,13 @@ impl std::fmt::Debug for Key {
 }
 
 impl Key {
+    /// A fresh random 32-byte key, for agents a process starts for itself (benchmarks, demos).
+    pub fn random() -> Key {
+        let mut k = vec![0u8; 32];
+        rand::Rng::fill(&mut rand::rng(), &mut k[..]);
+        Key(k)
+    }
+
     /// From hex text (whitespace ignored), at least 32 hex digits.
     pub fn from_hex(text: &str) -> Result<Key, Error> {
         let t: String = text.chars().filter(|c| !c.is_whitespace()).collect();

@@ -88,17 +88,7 @@ impl TrainSpec {
 
     /// Offset of each probe's intended departure from the first's.
     pub fn offsets(&self) -> Vec<u64> {
-        let mut t = 0;
-        self.probes
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                if i > 0 {
-                    t += p.gap_ns;
-                }
-                t
-            })
-            .collect()
+        mgrp_estimate::offsets(self.probes.iter().map(|p| p.gap_ns))
     }
 
     /// Intended time from the first probe to the last.

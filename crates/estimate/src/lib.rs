@@ -52,17 +52,7 @@ impl TrainReq {
 
     /// Offsets of each probe's departure from the first's.
     pub fn offsets(&self) -> Vec<u64> {
-        let mut t = 0;
-        self.probes
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                if i > 0 {
-                    t += p.gap_ns;
-                }
-                t
-            })
-            .collect()
+        offsets(self.probes.iter().map(|p| p.gap_ns))
     }
 
     pub fn bytes(&self) -> u64 {
@@ -143,6 +133,20 @@ pub trait Estimator {
     fn is_done(&self) -> bool;
     /// When `poll_train` may next have something (ns), so a driver can sleep until then.
     fn next_wakeup(&self) -> Option<u64>;
+}
+
+/// Departure offsets from the first probe, given each probe's gap since the previous one (the
+/// first probe's gap is ignored).
+pub fn offsets(gaps: impl Iterator<Item = u64>) -> Vec<u64> {
+    let mut t = 0;
+    gaps.enumerate()
+        .map(|(i, g)| {
+            if i > 0 {
+                t += g;
+            }
+            t
+        })
+        .collect()
 }
 
 /// Median of a slice (NaN for empty); sorts a copy.
