@@ -3,7 +3,6 @@
 use crate::bench_cmd::AccuracyBench;
 use crate::say;
 use anyhow::{anyhow, bail, Result};
-use mgrp_engine::agent::{Agent, AgentConfig};
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
@@ -153,14 +152,7 @@ pub fn run(b: AccuracyBench) -> Result<()> {
             DelayMode::Thread,
         )?;
         let key = Key::random();
-        let listen: std::net::SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse()?;
-        let k = key.clone();
-        let _agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
-            Agent::start(AgentConfig::new(listen, k))
-                .map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
-        })?
-        .join()
-        .map_err(|_| anyhow!("agent thread panicked"))??;
+        let (_agent, _) = crate::live_estimate::agent_at_rcv(&tb, &key)?;
         let (jobs, results) = worker(&tb, key)?;
         // Cells: the idle path once, UDP kinds at each non-zero load, TCP once.
         let mut cells: Vec<(String, Option<u32>)> = Vec::new();

@@ -399,7 +399,6 @@ struct PacingRow {
 }
 
 fn pacing_bench(b: PacingBench) -> Result<()> {
-    use mgrp_engine::agent::{Agent, AgentConfig};
     use mgrp_engine::auth::Key;
     use mgrp_engine::client::Session;
     use mgrp_engine::pacer::Pacer;
@@ -422,14 +421,7 @@ fn pacing_bench(b: PacingBench) -> Result<()> {
         DelayMode::Thread,
     )?;
     let key = Key::random();
-    let listen: std::net::SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse()?;
-    let k2 = key.clone();
-    let agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
-        Agent::start(AgentConfig::new(listen, k2))
-            .map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
-    })?
-    .join()
-    .map_err(|_| anyhow::anyhow!("agent thread panicked"))??;
+    let (agent, listen) = crate::live_estimate::agent_at_rcv(&tb, &key)?;
     let (trains, count, size, gaps) = (b.trains, b.count, b.size, b.gaps_us.clone());
     let rows = spawn_in(&tb.ns(Role::Snd), "bench", move || {
         let run = || -> anyhow::Result<Vec<PacingRow>> {

@@ -46,6 +46,19 @@ pub struct Row {
     pub final_: bool,
 }
 
+/// An agent at the receiving end of `tb` (rcv, port 7240) holding `key`, and its address.
+pub fn agent_at_rcv(tb: &Testbed, key: &Key) -> Result<(Agent, SocketAddr)> {
+    let listen: SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse()?;
+    let k = key.clone();
+    let agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
+        Agent::start(AgentConfig::new(listen, k))
+            .map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
+    })?
+    .join()
+    .map_err(|_| anyhow!("agent thread panicked"))??;
+    Ok((agent, listen))
+}
+
 pub struct LiveEstimates {
     stop: Arc<AtomicBool>,
     pub results: Receiver<Measured>,
@@ -58,14 +71,7 @@ impl LiveEstimates {
     /// bandwidth again and again) until `end` or `stop`.
     pub fn start(tb: &Testbed, end: Instant) -> Result<LiveEstimates> {
         let key = Key::random();
-        let listen: SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse()?;
-        let k = key.clone();
-        let agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
-            Agent::start(AgentConfig::new(listen, k))
-                .map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
-        })?
-        .join()
-        .map_err(|_| anyhow!("agent thread panicked"))??;
+        let (agent, listen) = agent_at_rcv(tb, &key)?;
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, results) = channel();
         let stop2 = stop.clone();
