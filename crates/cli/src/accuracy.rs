@@ -1,16 +1,14 @@
 //! `mgrp bench accuracy`: every method against the bottleneck's ground truth over a grid.
 
 use crate::bench_cmd::AccuracyBench;
+use crate::methods::Method;
 use crate::say;
 use anyhow::{anyhow, bail, Result};
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::run_estimator;
-use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
-use mgrp_estimate::slops::{Pace, Slops, SlopsParams};
-use mgrp_estimate::sweep::{Sweep, SweepParams};
-use mgrp_estimate::{Estimate, Estimator};
+use mgrp_estimate::Estimate;
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
 use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{CrossPattern, DelayMode, Role, Testbed, TestbedConfig, TruthSampler};
@@ -79,24 +77,20 @@ fn worker(tb: &Testbed, key: Key) -> Result<WorkerChannels> {
             let e = |e: mgrp_engine::Error| e.to_string();
             let start_ns = mgrp_clock::now_ns();
             let deadline = Instant::now() + Duration::from_secs(40);
-            let mut cap = CapacityEstimator::new(CapacityParams {
-                trains: 6,
-                ..CapacityParams::default()
-            });
-            let c = run_estimator(s, &mut cap, deadline, || false, |_| {}).map_err(e)?;
-            let cbytes = c.as_ref().map_or(0, |c| c.quality.probe_bytes);
-            let c = c.ok_or("no capacity estimate")?.value_bps;
-            let method_start_ns = mgrp_clock::now_ns();
-            let mut est: Box<dyn Estimator> = match method {
-                "sweep" => Box::new(Sweep::new(SweepParams::new(c))),
-                "slops" => Box::new(Slops::new(SlopsParams::for_capacity(c, Pace::Fast))),
-                "slops-slow" => Box::new(Slops::new(SlopsParams::for_capacity(c, Pace::Slow))),
-                other => {
-                    return Err(format!(
-                        "unknown method {other:?}: use sweep, slops, slops-slow"
-                    ))
-                }
+            let method = Method::parse(method)?;
+            // Methods that need the capacity measure it first, as `mgrp estimate` does; `auto`
+            // measures its own and is timed from its start.
+            let (capacity, cbytes) = if method.needs_capacity() {
+                let mut cap = Method::capacity_estimator();
+                let c = run_estimator(s, &mut cap, deadline, || false, |_| {})
+                    .map_err(e)?
+                    .ok_or("no capacity estimate")?;
+                (Some(c.value_bps), c.quality.probe_bytes)
+            } else {
+                (None, 0)
             };
+            let method_start_ns = mgrp_clock::now_ns();
+            let mut est = method.build(capacity)?;
             let mut first_ns = None;
             let out = run_estimator(
                 s,
@@ -135,6 +129,11 @@ fn worker(tb: &Testbed, key: Key) -> Result<WorkerChannels> {
 }
 
 pub fn run(b: AccuracyBench) -> Result<()> {
+    for m in &b.methods {
+        if Method::parse(m).map_err(anyhow::Error::msg)? == Method::Capacity {
+            bail!("bench accuracy scores available bandwidth: leave `capacity` out of --methods");
+        }
+    }
     anyhow::ensure!(b.reps >= 1 && b.reps <= 50, "--reps must be 1..=50");
     anyhow::ensure!(
         b.capacities.iter().all(|c| (1.0..=1000.0).contains(c)),
@@ -279,19 +278,39 @@ fn q(mut v: Vec<f64>, p: f64) -> f64 {
 
 fn table(runs: &[Run], methods: &[String]) {
     say!("Per method over the whole grid (error = |estimate − truth| / max(truth, 5% C); times from the start, capacity phase included):");
-    say!("| method | runs | median err | p90 err | first (median s) | final (median s) | bytes (median kB) | converged |");
-    say!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    say!("| method | runs | median err | p90 err | first (median s) | final (median s) | bytes (median kB) | bytes / slops-slow | converged |");
+    say!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let same_cell = |a: &Run, b: &Run| {
+        a.capacity_mbit == b.capacity_mbit && a.kind == b.kind && a.load_pct == b.load_pct
+    };
     for m in methods {
         let r: Vec<&Run> = runs.iter().filter(|r| &r.method == m).collect();
         let errs: Vec<f64> = r.iter().filter_map(|r| r.rel_error).collect();
+        // Bytes against the classic tool's in the same cell (its median over reps).
+        let ratios: Vec<f64> = r
+            .iter()
+            .filter_map(|x| {
+                let classic: Vec<f64> = runs
+                    .iter()
+                    .filter(|y| y.method == "slops-slow" && same_cell(x, y))
+                    .map(|y| y.probe_bytes as f64)
+                    .collect();
+                (!classic.is_empty()).then(|| x.probe_bytes as f64 / q(classic, 0.5))
+            })
+            .collect();
         say!(
-            "| {m} | {} | {:.1}% | {:.1}% | {:.2} | {:.2} | {:.0} | {}/{} |",
+            "| {m} | {} | {:.1}% | {:.1}% | {:.2} | {:.2} | {:.0} | {} | {}/{} |",
             r.len(),
             q(errs.clone(), 0.5) * 100.0,
             q(errs, 0.9) * 100.0,
             q(r.iter().filter_map(|r| r.first_s).collect(), 0.5),
             q(r.iter().map(|r| r.final_s).collect(), 0.5),
             q(r.iter().map(|r| r.probe_bytes as f64 / 1e3).collect(), 0.5),
+            if ratios.is_empty() {
+                "—".to_string()
+            } else {
+                format!("{:.2}", q(ratios, 0.5))
+            },
             r.iter().filter(|r| r.converged).count(),
             r.len()
         );

@@ -34,8 +34,12 @@ pub struct AccuracyBench {
     /// Cross load in % of capacity (UDP kinds; 0 = idle path, run once).
     #[arg(long, value_delimiter = ',', default_value = "0,25,50,75")]
     pub loads: Vec<u32>,
-    /// Methods: sweep, slops, slops-slow.
-    #[arg(long, value_delimiter = ',', default_value = "sweep,slops,slops-slow")]
+    /// Methods: auto, chirp, sweep, slops, slops-slow (the classic tool, the baseline for bytes).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "auto,chirp,sweep,slops,slops-slow"
+    )]
     pub methods: Vec<String>,
     #[arg(long, default_value_t = 2)]
     pub reps: u32,

@@ -1,44 +1,34 @@
 //! `mgrp estimate PEER`: capacity and available bandwidth of the path to a peer agent.
 
+use crate::methods::Method;
 use crate::say;
 use anyhow::{bail, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use mgrp_engine::api::parse_peer;
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::{run_estimator, Progress};
-use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
-use mgrp_estimate::slops::{Pace, Slops, SlopsParams};
-use mgrp_estimate::sweep::{Sweep, SweepParams};
-use mgrp_estimate::{Estimate, Estimator};
+use mgrp_estimate::Estimate;
 use mgrp_testbed::units::fmt_rate;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Method {
-    /// Capacity from back-to-back packet trains (dispersion mode).
-    Capacity,
-    /// Available bandwidth with pathload's SLoPS, fast pacing (pFAST); capacity first.
-    Slops,
-    /// SLoPS with pathload's original pacing (pSLOW).
-    SlopsSlow,
-    /// ImTCP's sub-range sweep: 5-probe streams, a result every few round trips (10 results).
-    Sweep,
-}
-
 #[derive(Args)]
 pub struct EstimateArgs {
     /// The peer agent: IP or IP:PORT (default port 7240).
     peer: String,
-    #[arg(long, value_enum, default_value_t = Method::Slops)]
+    #[arg(long, value_enum, default_value_t = Method::Auto)]
     method: Method,
-    /// Give up (reporting what is known) after this long.
+    /// Give up (reporting what is known) after this long; with --continuous, run this long.
     #[arg(long, default_value = "60s", value_parser = crate::testbed_cmd::duration)]
     duration: Duration,
+    /// Estimate again and again until --duration ends or Ctrl-C, one line (or JSON object)
+    /// per estimate; the capacity is measured once.
+    #[arg(long)]
+    continuous: bool,
     /// Known capacity: skip measuring it (SLoPS searches below it).
     #[arg(long, value_parser = crate::testbed_cmd::rate)]
     capacity: Option<u64>,
@@ -68,10 +58,27 @@ fn show(e: &Estimate) -> String {
     )
 }
 
+/// One estimate of a continuous run, as a JSON line.
+#[derive(Serialize)]
+struct Line<'a> {
+    round: u32,
+    t_s: f64,
+    estimate: &'a Estimate,
+}
+
 pub fn run(a: EstimateArgs) -> Result<()> {
     let peer = parse_peer(&a.peer)?;
-    if a.duration.is_zero() || a.duration > Duration::from_secs(3600) {
-        bail!("--duration must be between 1ms and 1h");
+    let max = if a.continuous { 24 * 3600 } else { 3600 };
+    if a.duration.is_zero() || a.duration > Duration::from_secs(max) {
+        bail!(
+            "--duration must be between 1ms and {}",
+            if a.continuous { "24h" } else { "1h" }
+        );
+    }
+    if let Some(c) = a.capacity {
+        if !(1_000..=400_000_000_000).contains(&c) {
+            bail!("--capacity must be between 1kbit and 400gbit");
+        }
     }
     let key = Key::load(a.key_file.as_deref())?;
     crate::signals::catch_signals();
@@ -83,7 +90,8 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     )?;
     let t0 = Instant::now();
     let deadline = t0 + a.duration;
-    // A line whenever the estimate moves.
+    let stop = crate::signals::interrupted;
+    // A progress line (stderr) whenever the estimate moves.
     let progress = |phase: &'static str| {
         let mut last: Option<(f64, f64)> = None;
         move |p: &Progress| {
@@ -92,7 +100,11 @@ pub fn run(a: EstimateArgs) -> Result<()> {
                 return;
             }
             last = now;
-            let est = p.estimate.as_ref().map(show).unwrap_or_else(|| "-".into());
+            let est = p
+                .estimate
+                .as_ref()
+                .map(|e| format!("{} {}", show(e), e.quality.method))
+                .unwrap_or_else(|| "-".into());
             eprintln!(
                 "{phase:>9} {:>7.2} s  trains {:>4}  probes {:>8.1} kB  {}",
                 p.elapsed.as_secs_f64(),
@@ -109,50 +121,69 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         elapsed_s: 0.0,
         interrupted: false,
     };
-    let capacity = match a.capacity {
-        Some(c) => c as f64,
-        None => {
-            let mut est = CapacityEstimator::new(CapacityParams::default());
+    let mut capacity = a.capacity.map(|c| c as f64);
+    if capacity.is_none() && a.method != Method::Auto {
+        let mut est = Method::capacity_estimator();
+        let e = run_estimator(&mut session, &mut est, deadline, stop, progress("capacity"))?;
+        match e {
+            Some(e) => {
+                capacity = Some(e.value_bps);
+                report.capacity = Some(e);
+            }
+            None if stop() => bail!("interrupted before the capacity was known"),
+            None => bail!("no capacity estimate: no probe train came back from {peer}"),
+        }
+    }
+    if a.method != Method::Capacity {
+        let mut round = 0u32;
+        loop {
+            round += 1;
+            let mut est = a.method.build(capacity).map_err(anyhow::Error::msg)?;
             let e = run_estimator(
                 &mut session,
-                &mut est,
+                est.as_mut(),
                 deadline,
-                crate::signals::interrupted,
-                progress("capacity"),
+                stop,
+                progress("available"),
             )?;
-            report.capacity = e.clone();
-            match e {
-                Some(e) => e.value_bps,
-                None => bail!("no capacity estimate: no probe train came back from {peer}"),
+            if let Some(c) = est.capacity() {
+                capacity = Some(c.value_bps);
+                report.capacity = Some(c);
+            }
+            if a.continuous {
+                // Only whole estimates: one cut short by the deadline is not reported.
+                if let Some(e) = e.as_ref().filter(|e| e.final_) {
+                    let t_s = t0.elapsed().as_secs_f64();
+                    if a.json {
+                        say!(
+                            "{}",
+                            serde_json::to_string(&Line {
+                                round,
+                                t_s,
+                                estimate: e
+                            })?
+                        );
+                    } else {
+                        say!("{t_s:>8.2} s  round {round:>4}  available {}", summary(e));
+                    }
+                }
+            }
+            if e.is_some() {
+                report.available = e;
+            }
+            if !a.continuous || stop() || Instant::now() >= deadline {
+                break;
+            }
+            if report.available.is_none() && capacity.is_none() {
+                bail!("no estimate: no probe train came back from {peer}");
             }
         }
-    };
-    if a.method == Method::Sweep {
-        let mut est = Sweep::new(SweepParams::new(capacity));
-        report.available = run_estimator(
-            &mut session,
-            &mut est,
-            deadline,
-            crate::signals::interrupted,
-            progress("available"),
-        )?;
-    } else if a.method != Method::Capacity {
-        let pace = if a.method == Method::SlopsSlow {
-            Pace::Slow
-        } else {
-            Pace::Fast
-        };
-        let mut est = Slops::new(SlopsParams::for_capacity(capacity, pace));
-        report.available = run_estimator(
-            &mut session,
-            &mut est as &mut dyn Estimator,
-            deadline,
-            crate::signals::interrupted,
-            progress("available"),
-        )?;
     }
     report.elapsed_s = t0.elapsed().as_secs_f64();
-    report.interrupted = crate::signals::interrupted();
+    report.interrupted = stop();
+    if a.continuous {
+        return Ok(());
+    }
     if a.json {
         say!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -168,17 +199,22 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         );
     }
     if let Some(e) = &report.available {
-        say!(
-            "available  {}  ({}, {} streams, {:.1} kB, {:.2} s{})",
-            show(e),
-            e.quality.method,
-            e.quality.trains,
-            e.quality.probe_bytes as f64 / 1e3,
-            e.quality.elapsed_s,
-            if e.final_ { "" } else { ", not converged" }
-        );
+        say!("available  {}", summary(e));
     } else if a.method != Method::Capacity {
         say!("available  no estimate within {:?}", a.duration);
     }
     Ok(())
+}
+
+fn summary(e: &Estimate) -> String {
+    format!(
+        "{}  ({}, {} trains, {:.1} kB, {:.2} s, confidence {:.2}{})",
+        show(e),
+        e.quality.method,
+        e.quality.trains,
+        e.quality.probe_bytes as f64 / 1e3,
+        e.quality.elapsed_s,
+        e.quality.confidence,
+        if e.final_ { "" } else { ", not converged" }
+    )
 }

@@ -2,14 +2,13 @@
 //! estimator in snd, each result sent back with the window it covers so the run can print it
 //! beside the ground truth of the same window.
 
+use crate::methods::Method;
 use anyhow::{anyhow, Result};
 use mgrp_engine::agent::{Agent, AgentConfig};
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::run_estimator;
-use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
-use mgrp_estimate::slops::{Pace, Slops, SlopsParams};
 use mgrp_estimate::Estimate;
 use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{Role, Testbed};
@@ -67,9 +66,9 @@ pub struct LiveEstimates {
 }
 
 impl LiveEstimates {
-    /// Start an agent in rcv and keep estimating from snd (capacity once, then available
-    /// bandwidth again and again) until `end` or `stop`.
-    pub fn start(tb: &Testbed, end: Instant) -> Result<LiveEstimates> {
+    /// Start an agent in rcv and keep estimating from snd with `method` (capacity once, then
+    /// available bandwidth again and again) until `end` or `stop`.
+    pub fn start(tb: &Testbed, method: Method, end: Instant) -> Result<LiveEstimates> {
         let key = Key::random();
         let (agent, listen) = agent_at_rcv(tb, &key)?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -82,33 +81,42 @@ impl LiveEstimates {
             let mut s =
                 Session::connect(listen, &key, pacer, Duration::from_secs(3)).map_err(fail)?;
             let halted = || stop2.load(Ordering::Relaxed);
-            let t0 = mgrp_clock::now_ns();
-            let mut cap = CapacityEstimator::new(CapacityParams::default());
-            let Some(c) = run_estimator(&mut s, &mut cap, end, halted, |_| {}).map_err(fail)?
-            else {
-                return Ok(());
+            let mut capacity = None;
+            let report = |kind, start_ns, estimate| {
+                let _ = tx.send(Measured {
+                    kind,
+                    start_ns,
+                    end_ns: mgrp_clock::now_ns(),
+                    estimate,
+                });
             };
-            let capacity = c.value_bps;
-            let _ = tx.send(Measured {
-                kind: "capacity",
-                start_ns: t0,
-                end_ns: mgrp_clock::now_ns(),
-                estimate: c,
-            });
+            if method.needs_capacity() || method == Method::Capacity {
+                let t0 = mgrp_clock::now_ns();
+                let mut cap = Method::capacity_estimator();
+                let Some(c) = run_estimator(&mut s, &mut cap, end, halted, |_| {}).map_err(fail)?
+                else {
+                    return Ok(());
+                };
+                capacity = Some(c.value_bps);
+                report("capacity", t0, c);
+                if method == Method::Capacity {
+                    return Ok(());
+                }
+            }
             while !halted() && Instant::now() < end {
                 let t0 = mgrp_clock::now_ns();
-                let mut est = Slops::new(SlopsParams::for_capacity(capacity, Pace::Fast));
-                if let Some(e) =
-                    run_estimator(&mut s, &mut est, end, halted, |_| {}).map_err(fail)?
-                {
-                    if e.final_ {
-                        let _ = tx.send(Measured {
-                            kind: "available",
-                            start_ns: t0,
-                            end_ns: mgrp_clock::now_ns(),
-                            estimate: e,
-                        });
-                    }
+                let mut est = method.build(capacity).map_err(mgrp_testbed::Error::Setup)?;
+                let e = run_estimator(&mut s, est.as_mut(), end, halted, |_| {}).map_err(fail)?;
+                if let Some(c) = est.capacity().filter(|_| capacity.is_none()) {
+                    capacity = Some(c.value_bps);
+                    let from = t0;
+                    report("capacity", from, c);
+                }
+                match e {
+                    Some(e) if e.final_ => report("available", t0, e),
+                    // Nothing came back at all: stop rather than spin.
+                    None if capacity.is_none() => return Ok(()),
+                    _ => {}
                 }
             }
             Ok(())

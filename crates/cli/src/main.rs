@@ -5,6 +5,7 @@ mod agent_cmd;
 mod bench_cmd;
 mod estimate_cmd;
 mod live_estimate;
+mod methods;
 mod output;
 mod probe_cmd;
 mod signals;

@@ -164,10 +164,11 @@ pub struct RunArgs {
     /// Also write the JSON document to this file.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
-    /// Also run agents at both ends and estimate (capacity, then available bandwidth with
-    /// SLoPS, again and again), printing each estimate beside the ground truth of its window.
-    #[arg(long)]
-    estimate: bool,
+    /// Also run agents at both ends and estimate (capacity once, then available bandwidth again
+    /// and again, with `auto` unless a method is named), printing each estimate beside the
+    /// ground truth of its window.
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "auto", value_name = "METHOD")]
+    estimate: Option<crate::methods::Method>,
     /// Run on this existing testbed (from `testbed up`) instead of building one; path options
     /// are then ignored and the testbed stays up.
     #[arg(long)]
@@ -508,9 +509,10 @@ fn run_job(a: RunArgs) -> Result<()> {
         gens.push(CrossTraffic::start(&tb, p, BASE_PORT + i as u16, &opts)?);
     }
     let start = mgrp_testbed::clock::now_ns();
-    let live = if a.estimate {
+    let live = if let Some(method) = a.estimate {
         Some(crate::live_estimate::LiveEstimates::start(
             &tb,
+            method,
             std::time::Instant::now() + a.duration,
         )?)
     } else {

@@ -145,6 +145,10 @@ impl Estimator for CapacityEstimator {
     fn next_wakeup(&self) -> Option<u64> {
         (!self.is_done() && !self.outstanding).then_some(self.next_at)
     }
+
+    fn capacity(&self) -> Option<Estimate> {
+        self.estimate()
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@
 //! Rates are in bits per second of Ethernet frames (UDP payload + [`WIRE_OVERHEAD`]), the unit
 //! the testbed's shaper and ground truth use.
 
+pub mod auto;
 pub mod capacity;
+pub mod chirp;
 pub mod fluid;
 pub mod slops;
 pub mod sweep;
@@ -133,6 +135,10 @@ pub trait Estimator {
     fn is_done(&self) -> bool;
     /// When `poll_train` may next have something (ns), so a driver can sleep until then.
     fn next_wakeup(&self) -> Option<u64>;
+    /// The path capacity, for estimators that measure it on the way.
+    fn capacity(&self) -> Option<Estimate> {
+        None
+    }
 }
 
 /// Departure offsets from the first probe, given each probe's gap since the previous one (the

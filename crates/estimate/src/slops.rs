@@ -41,6 +41,14 @@ pub struct SlopsParams {
     pub max_size: u16,
     /// Give up after this many fleets (pathload's round timeout, in fleets).
     pub max_fleets: u32,
+    /// First rate to try; `None` = the middle of the range (pathload).
+    pub start_bps: Option<f64>,
+    /// Size streams to the search instead of pathload's fixed gap: a stream lasts long enough
+    /// that a rate δ above A builds this much queueing delay (ns) at the bottleneck, δ being a
+    /// quarter of the current range and at least the resolution: duration = detect · C / δ.
+    /// Early fleets, far from A, are then short and cheap; the gap is spread over the stream's
+    /// probes but kept ≥ `min_gap_ns`.
+    pub detect_ns: Option<f64>,
 }
 
 impl SlopsParams {
@@ -61,6 +69,8 @@ impl SlopsParams {
             min_size: 200,
             max_size: 1472,
             max_fleets: 40,
+            start_bps: None,
+            detect_ns: None,
         }
     }
 }
@@ -113,7 +123,10 @@ fn stream_mispaced(obs: &TrainObs, planned_ns: u64) -> bool {
 
 impl Slops {
     pub fn new(p: SlopsParams) -> Self {
-        let rate = (p.min_rate + p.max_rate) / 2.0;
+        let rate = p
+            .start_bps
+            .filter(|r| *r > p.min_rate && *r < p.max_rate)
+            .unwrap_or((p.min_rate + p.max_rate) / 2.0);
         Slops {
             p,
             rmin: p.min_rate,
@@ -143,7 +156,15 @@ impl Slops {
 
     /// A stream at `rate`: the gap is at least `min_gap_ns`; the size makes up the rate.
     fn stream(&self, rate: f64) -> TrainReq {
-        let want = (rate * self.p.min_gap_ns as f64 / 8e9 - WIRE_OVERHEAD as f64).round();
+        let gap_ns = match self.p.detect_ns {
+            None => self.p.min_gap_ns as f64,
+            Some(detect) => {
+                let delta = ((self.rmax - self.rmin) / 4.0).max(self.p.resolution_bps);
+                let duration_ns = detect * self.p.max_rate / delta;
+                (duration_ns / (self.p.stream_len - 1).max(1) as f64).max(self.p.min_gap_ns as f64)
+            }
+        };
+        let want = (rate * gap_ns / 8e9 - WIRE_OVERHEAD as f64).round();
         let size = want.clamp(self.p.min_size as f64, self.p.max_size as f64) as u16;
         TrainReq::constant_rate(self.p.stream_len, size, rate)
     }
