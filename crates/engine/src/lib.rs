@@ -28,11 +28,9 @@ pub enum Error {
     Key(String),
     #[error("authentication with {peer} failed: {why}")]
     Auth { peer: String, why: String },
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
+    // Not `source`: the cause is already in the message, and error chains would print it twice.
+    #[error("{what}: {cause}")]
+    Io { what: String, cause: std::io::Error },
     #[error("protocol error from {peer}: {why}")]
     Protocol { peer: String, why: String },
     #[error("{0}")]
@@ -43,7 +41,7 @@ impl Error {
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
             what: what.into(),
-            source,
+            cause: source,
         }
     }
 }

@@ -4,10 +4,12 @@
 //! 1. **Capacity** from a few short back-to-back trains (skipped when the caller knows C).
 //! 2. **Chirps**: a handful of pathChirp trains give a rough A within a few round trips; it is
 //!    reported at once, marked not final.
-//! 3. **Lean SLoPS**: pathload's binary search with its trend tests, but with small fleets of
-//!    shorter streams (pFAST pacing), starting at the chirps' estimate instead of C/2 so a good
-//!    rough estimate saves fleets. Its range is reported after every fleet; the final estimate is
-//!    the middle of the range once it is narrower than the resolution.
+//! 3. **Lean SLoPS**: pathload's binary search with its trend tests, but with fleets of 4
+//!    streams (3 must agree) of 50 probes, pFAST pacing, starting at the chirps' estimate instead
+//!    of C/2 so a good rough estimate saves fleets. A stream lasts as long as the search needs:
+//!    a rate a quarter of the current range above A must build at least two MTU service times
+//!    (and 200 µs) of queue, so fleets far from A are short and cheap. The range is reported
+//!    after every fleet; the final estimate is its middle once it is narrower than 3% of C.
 //!
 //! Why this split: chirps cost one train per estimate but read high wherever short bursts pass
 //! a shaper faster than C, while SLoPS's constant-rate streams are accurate but cost a fleet per
@@ -29,9 +31,14 @@ pub struct AutoParams {
     pub stream_len: usize,
     /// Final range width, as a fraction of C.
     pub resolution: f64,
-    /// See [`SlopsParams::detect_ns`].
+    /// See [`SlopsParams::detect_ns`]: at least this long (ns) ...
     pub detect_ns: f64,
+    /// ... and at least this many MTU (1514-byte frame) service times at C: one cross-traffic
+    /// packet adds that much delay at once, so a trend must be larger than a few of them.
+    pub detect_mtus: f64,
     pub min_gap_ns: u64,
+    /// Fraction of a fleet that decides.
+    pub fraction: f64,
 }
 
 impl Default for AutoParams {
@@ -44,11 +51,13 @@ impl Default for AutoParams {
                 ..CapacityParams::default()
             },
             chirps: 3,
-            fleet: 3,
+            fleet: 4,
             stream_len: 50,
             resolution: 0.03,
             detect_ns: 200_000.0,
+            detect_mtus: 2.0,
             min_gap_ns: 100_000,
+            fraction: 0.7,
         }
     }
 }
@@ -118,9 +127,13 @@ impl Auto {
             resolution_bps: w,
             grey_bps: w,
             start_bps: start,
-            detect_ns: Some(self.p.detect_ns),
+            detect_ns: Some(
+                self.p
+                    .detect_ns
+                    .max(self.p.detect_mtus * 1514.0 * 8.0 / c * 1e9),
+            ),
             min_gap_ns: self.p.min_gap_ns,
-            fraction: 0.6,
+            fraction: self.p.fraction,
             ..SlopsParams::for_capacity(c, Pace::Fast)
         }));
     }
