@@ -8,6 +8,9 @@ command -v tc >/dev/null || [ -x /usr/sbin/tc ] || need+=(iproute2)
 command -v ethtool >/dev/null || [ -x /usr/sbin/ethtool ] || need+=(ethtool)
 command -v sysctl >/dev/null || [ -x /usr/sbin/sysctl ] || need+=(procps)
 command -v setpriv >/dev/null || need+=(util-linux)
+# Live capture for passive measurement links libpcap (AF_PACKET, TPACKET_V3 ring).
+dpkg -s libpcap-dev >/dev/null 2>&1 || need+=(libpcap-dev)
+command -v pkg-config >/dev/null || need+=(pkg-config)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -17,6 +17,8 @@ pub enum BenchCmd {
     Pacing(PacingBench),
     /// Estimators against ground truth over a grid of capacities, cross traffic and loads.
     Accuracy(AccuracyBench),
+    /// Passive measurement (Wren) of the testbed's own TCP traffic against ground truth.
+    Passive(crate::passive_bench::PassiveBench),
 }
 
 #[derive(Args)]
@@ -95,6 +97,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Testbed(b) => testbed_bench(b),
         BenchCmd::Pacing(b) => pacing_bench(b),
         BenchCmd::Accuracy(b) => crate::accuracy::run(b),
+        BenchCmd::Passive(b) => crate::passive_bench::run(b),
     }
 }
 

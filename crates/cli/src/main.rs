@@ -7,6 +7,8 @@ mod estimate_cmd;
 mod live_estimate;
 mod methods;
 mod output;
+mod passive_bench;
+mod passive_cmd;
 mod probe_cmd;
 mod signals;
 mod testbed_cmd;
@@ -36,6 +38,8 @@ enum Command {
     Probe(probe_cmd::ProbeArgs),
     /// Estimate capacity and available bandwidth to a peer agent.
     Estimate(estimate_cmd::EstimateArgs),
+    /// Available bandwidth from existing TCP traffic (Wren), live or from a pcap; no probes.
+    Passive(passive_cmd::PassiveArgs),
     /// Benchmarks that print figures (JSON and a table).
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
@@ -49,6 +53,7 @@ fn main() -> ExitCode {
         Command::Agent(a) => agent_cmd::run(a),
         Command::Probe(a) => probe_cmd::run(a),
         Command::Estimate(a) => estimate_cmd::run(a),
+        Command::Passive(a) => passive_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -14,6 +14,7 @@ pub mod fluid;
 pub mod slops;
 pub mod sweep;
 pub mod trend;
+pub mod wren;
 
 use serde::Serialize;
 

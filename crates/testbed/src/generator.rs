@@ -54,13 +54,19 @@ pub struct GenReport {
 #[derive(Default)]
 struct Shared {
     stop: AtomicBool,
-    sink_stop: AtomicBool,
     sent_packets: AtomicU64,
     sent_bytes: AtomicU64,
     send_errors: AtomicU64,
     max_lag_ns: AtomicU64,
-    received_packets: AtomicU64,
-    received_bytes: AtomicU64,
+    sink: Arc<SinkCounters>,
+}
+
+/// What a sink received, and its stop flag.
+#[derive(Default)]
+pub struct SinkCounters {
+    pub stop: AtomicBool,
+    pub received_packets: AtomicU64,
+    pub received_bytes: AtomicU64,
 }
 
 /// A running generator. Dropping it stops it.
@@ -96,7 +102,7 @@ impl CrossTraffic {
         match pattern {
             CrossPattern::TcpBulk { flows, cc } => {
                 let (tx, rx) = std::sync::mpsc::channel();
-                let (s, n) = (shared.clone(), *flows);
+                let (s, n) = (shared.sink.clone(), *flows);
                 ct.sinks.push(spawn_in(&xrcv, "tcp-sink", move || {
                     tcp_sink(dst, n, s, tx)
                 })?);
@@ -113,7 +119,7 @@ impl CrossTraffic {
             udp => {
                 let schedule = udp.schedule().expect("UDP patterns have schedules");
                 let (tx, rx) = std::sync::mpsc::channel();
-                let s = shared.clone();
+                let s = shared.sink.clone();
                 ct.sinks
                     .push(spawn_in(&xrcv, "udp-sink", move || udp_sink(dst, s, tx))?);
                 ready(rx)?;
@@ -157,7 +163,7 @@ impl CrossTraffic {
         }
         let end = now_ns();
         std::thread::sleep(Duration::from_millis(200));
-        s.sink_stop.store(true, Ordering::Relaxed);
+        s.sink.stop.store(true, Ordering::Relaxed);
         for h in self.sinks.drain(..) {
             if let Ok(Err(e)) = h.join() {
                 first_err = first_err.or(Some(e));
@@ -174,8 +180,8 @@ impl CrossTraffic {
             sent_bytes: s.sent_bytes.load(Ordering::Relaxed),
             send_errors: s.send_errors.load(Ordering::Relaxed),
             max_lag_us: s.max_lag_ns.load(Ordering::Relaxed) as f64 / 1e3,
-            received_packets: s.received_packets.load(Ordering::Relaxed),
-            received_bytes: s.received_bytes.load(Ordering::Relaxed),
+            received_packets: s.sink.received_packets.load(Ordering::Relaxed),
+            received_bytes: s.sink.received_bytes.load(Ordering::Relaxed),
         })
     }
 }
@@ -210,7 +216,7 @@ fn gen_err(what: &str, e: std::io::Error) -> Error {
 
 fn udp_sink(
     addr: SocketAddr,
-    s: Arc<Shared>,
+    s: Arc<SinkCounters>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
 ) -> Result<(), Error> {
     let sock = match UdpSocket::bind(addr) {
@@ -224,7 +230,7 @@ fn udp_sink(
         .map_err(|e| gen_err("sink timeout", e))?;
     let _ = ready.send(Ok(()));
     let mut buf = vec![0u8; 2048];
-    while !s.sink_stop.load(Ordering::Relaxed) {
+    while !s.stop.load(Ordering::Relaxed) {
         match sock.recv(&mut buf) {
             Ok(n) => {
                 s.received_packets.fetch_add(1, Ordering::Relaxed);
@@ -283,10 +289,11 @@ fn udp_source(
     Ok(())
 }
 
-fn tcp_sink(
+/// Accept up to `flows` TCP connections on `addr` and read them until `s.stop`.
+pub(crate) fn tcp_sink(
     addr: SocketAddr,
     flows: u32,
-    s: Arc<Shared>,
+    s: Arc<SinkCounters>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
 ) -> Result<(), Error> {
     let listener = match TcpListener::bind(addr) {
@@ -302,7 +309,7 @@ fn tcp_sink(
     let _ = ready.send(Ok(()));
     let mut readers = Vec::new();
     let mut accepted = 0;
-    while !s.sink_stop.load(Ordering::Relaxed) {
+    while !s.stop.load(Ordering::Relaxed) {
         if accepted < flows {
             match listener.accept() {
                 Ok((conn, _)) => {
@@ -323,11 +330,11 @@ fn tcp_sink(
     Ok(())
 }
 
-fn tcp_read(mut conn: TcpStream, s: Arc<Shared>) {
+fn tcp_read(mut conn: TcpStream, s: Arc<SinkCounters>) {
     let _ = conn.set_nonblocking(false);
     let _ = conn.set_read_timeout(Some(Duration::from_millis(50)));
     let mut buf = vec![0u8; 256 * 1024];
-    while !s.sink_stop.load(Ordering::Relaxed) {
+    while !s.stop.load(Ordering::Relaxed) {
         match conn.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
@@ -343,22 +350,7 @@ fn tcp_source(dst: SocketAddr, cc: Option<&str>, s: Arc<Shared>, end_ns: u64) ->
     let mut conn = TcpStream::connect_timeout(&dst, Duration::from_secs(3))
         .map_err(|e| gen_err("TCP connect", e))?;
     if let Some(cc) = cc {
-        // SAFETY: setsockopt with a valid fd and a buffer of the length passed.
-        let rc = unsafe {
-            libc::setsockopt(
-                conn.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_CONGESTION,
-                cc.as_ptr().cast(),
-                cc.len() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(Error::Generator(format!(
-                "congestion control {cc:?} is not available here ({}); see /proc/sys/net/ipv4/tcp_available_congestion_control",
-                std::io::Error::last_os_error()
-            )));
-        }
+        set_congestion_control(conn.as_raw_fd(), cc)?;
     }
     conn.set_write_timeout(Some(Duration::from_millis(50)))
         .map_err(|e| gen_err("TCP source", e))?;
@@ -374,5 +366,26 @@ fn tcp_source(dst: SocketAddr, cc: Option<&str>, s: Arc<Shared>, end_ns: u64) ->
         }
     }
     let _ = conn.shutdown(std::net::Shutdown::Both);
+    Ok(())
+}
+
+/// Choose the socket's TCP congestion control (`cubic`, `bbr`, ...).
+pub(crate) fn set_congestion_control(fd: std::os::fd::RawFd, cc: &str) -> Result<(), Error> {
+    // SAFETY: setsockopt with a valid fd and a buffer of the length passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr().cast(),
+            cc.len() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(Error::Generator(format!(
+            "congestion control {cc:?} is not available here ({}); see /proc/sys/net/ipv4/tcp_available_congestion_control",
+            std::io::Error::last_os_error()
+        )));
+    }
     Ok(())
 }

@@ -15,6 +15,7 @@
 
 pub use mgrp_clock as clock;
 pub use mgrp_traffic::{pattern, units};
+pub mod app;
 pub mod counters;
 pub mod delayline;
 pub mod generator;
