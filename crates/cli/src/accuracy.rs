@@ -9,7 +9,7 @@ use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::Estimate;
-use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
+use mgrp_testbed::generator::CrossTraffic;
 use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{CrossPattern, DelayMode, Role, Testbed, TestbedConfig, TruthSampler};
 use serde::Serialize;
@@ -177,15 +177,7 @@ pub fn run(b: AccuracyBench) -> Result<()> {
                 pattern(&kind, load.unwrap_or(0), c)?
             };
             let sampler = TruthSampler::start(&tb, Duration::from_millis(50))?;
-            let gen = match &p {
-                Some(p) => Some(CrossTraffic::start(
-                    &tb,
-                    p,
-                    BASE_PORT,
-                    &GenOptions::default(),
-                )?),
-                None => None,
-            };
+            let gen = CrossTraffic::start_if(&tb, p.as_ref())?;
             // TCP needs its slow start behind it; UDP a moment to fill the queue's steady state.
             std::thread::sleep(Duration::from_millis(if kind.starts_with("tcp") {
                 2000

@@ -8,7 +8,7 @@ use mgrp_capture::file::PcapFile;
 use mgrp_capture::live::LiveCapture;
 use mgrp_estimate::wren::{PassiveEstimate, Wren, WrenCounters, WrenParams};
 use mgrp_testbed::app::{AppFlow, AppPattern};
-use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
+use mgrp_testbed::generator::CrossTraffic;
 use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{CrossPattern, DelayMode, Role, Testbed, TestbedConfig, TruthSampler};
 use serde::Serialize;
@@ -197,15 +197,7 @@ pub fn run(b: PassiveBench) -> Result<()> {
                     }
                     eprint!("\r{cap_mbit} Mbit/s  cross {cross:<8} app {app_name:<28} {cc:<6}    ");
                     let sampler = TruthSampler::start(&tb, Duration::from_millis(100))?;
-                    let gen = match &p {
-                        Some(p) => Some(CrossTraffic::start(
-                            &tb,
-                            p,
-                            BASE_PORT,
-                            &GenOptions::default(),
-                        )?),
-                        None => None,
-                    };
+                    let gen = CrossTraffic::start_if(&tb, p.as_ref())?;
                     let flow = AppFlow::start(
                         &tb,
                         Role::Snd,

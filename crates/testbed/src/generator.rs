@@ -133,6 +133,14 @@ impl CrossTraffic {
         Ok(ct)
     }
 
+    /// [`start`](Self::start) when there is a pattern (default options, [`BASE_PORT`]); `None`
+    /// for an idle path.
+    pub fn start_if(tb: &Testbed, pattern: Option<&CrossPattern>) -> Result<Option<Self>, Error> {
+        pattern
+            .map(|p| CrossTraffic::start(tb, p, BASE_PORT, &GenOptions::default()))
+            .transpose()
+    }
+
     /// CLOCK_MONOTONIC ns at which the pattern's time zero was.
     pub fn start_ns(&self) -> u64 {
         self.start_ns
