@@ -25,9 +25,11 @@ lint:
 unit:
 	$(CARGO) test --workspace --lib
 
-# Everything: formatting, lints, unit tests, namespace tests.
+# Everything: formatting, lints, unit tests, namespace tests. Release build: the tests that time
+# probe trains on the testbed must run the code as it is shipped (a debug build's per-probe cost
+# shows up as pacing error and skews estimates).
 test: deps lint
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --release
 
 # Remove testbeds whose owner died (a crashed run or test).
 clean-testbeds:

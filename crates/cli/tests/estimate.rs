@@ -161,6 +161,10 @@ fn auto_matches_ground_truth_under_cbr() {
         assert!(values.len() >= 3, "{mbit} Mbit/s: {values:?}");
         values.sort_by(f64::total_cmp);
         let median = values[values.len() / 2];
+        eprintln!(
+            "{mbit} Mbit/s: median of {} estimates {median:.0}, truth {truth:.0}",
+            values.len()
+        );
         assert!(
             (median - truth).abs() <= 0.10 * truth,
             "{mbit} Mbit/s: median {median} vs truth {truth}, all {values:?}"
