@@ -195,6 +195,10 @@ pub struct PassiveEstimate {
     pub increasing: u32,
     pub trains: u32,
     pub rtt_min_ns: u64,
+    /// The quality tuple every estimate carries: method `wren`, the window's length, zero probe
+    /// bytes, the trains judged, and as confidence the share of them that measured something
+    /// (lower bound or rising) rather than being rejected.
+    pub quality: crate::Quality,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -606,6 +610,14 @@ impl Wren {
                 increasing: w.increasing.len() as u32,
                 trains: w.trains,
                 rtt_min_ns: w.rtt_min,
+                quality: crate::Quality {
+                    method: "wren",
+                    elapsed_s: self.p.window_ns as f64 / 1e9,
+                    probe_bytes: 0,
+                    trains: w.trains,
+                    confidence: (w.lower.len() + w.increasing.len()) as f64
+                        / w.trains.max(1) as f64,
+                },
             });
         }
         let idle = self.p.idle_ns;
@@ -887,6 +899,8 @@ mod tests {
         let e = &est[0];
         assert!((e.value_bps / 50e6 - 1.0).abs() < 0.02, "{e:?}");
         assert!((e.high_bps.unwrap() / 60e6 - 1.0).abs() < 0.02, "{e:?}");
+        assert_eq!((e.quality.method, e.quality.probe_bytes), ("wren", 0));
+        assert_eq!(e.quality.confidence, 1.0, "every train measured something");
         let c = w.counters();
         assert_eq!(c.trains, 9);
         assert_eq!(c.trains_lower_bound + c.trains_increasing, 9);
