@@ -260,12 +260,18 @@ pub fn run(b: AccuracyBench) -> Result<()> {
     Ok(())
 }
 
-fn q(mut v: Vec<f64>, p: f64) -> f64 {
+/// The `p` quantile (nearest rank) of `v`; NaN for none.
+fn q(v: Vec<f64>, p: f64) -> f64 {
+    quantile(v, p).unwrap_or(f64::NAN)
+}
+
+/// The `p` quantile (nearest rank) of `v`, if it has any values.
+pub(crate) fn quantile(mut v: Vec<f64>, p: f64) -> Option<f64> {
     if v.is_empty() {
-        return f64::NAN;
+        return None;
     }
     v.sort_by(f64::total_cmp);
-    v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
+    Some(v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)])
 }
 
 fn table(runs: &[Run], methods: &[String]) {

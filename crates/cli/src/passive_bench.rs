@@ -152,13 +152,7 @@ fn capture_in_snd(tb: &Testbed, secs: f64, window: u64, save: Option<PathBuf>) -
         .map_err(Into::into)
 }
 
-fn q(mut v: Vec<f64>, p: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)])
-}
+use crate::accuracy::quantile as q;
 
 pub fn run(b: PassiveBench) -> Result<()> {
     anyhow::ensure!(
