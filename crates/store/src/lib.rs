@@ -1,0 +1,575 @@
+//! The estimate store: every estimate with its quality tuple, in one SQLite file (WAL), and
+//! answers by path, metric, time range, and **time scale + count** ("the last hour in 1-minute
+//! steps", seed 001 §4) from aggregates kept as estimates arrive.
+//!
+//! Aggregates are materialised at [`SCALES`] (1 min, 1 h) in the same transaction as the
+//! row, so an answer never disagrees with the rows it summarises. A step that is a multiple of a
+//! materialised scale is answered by combining that scale's buckets; any other step is computed
+//! from the raw rows, and the answer says which ([`ScaleAnswer::source`]). Raw rows older than
+//! the retention are deleted; their aggregates stay (a coarser history outlives the detail), and
+//! an answer that would need deleted rows says it is incomplete.
+//!
+//! Crash safety: WAL with `synchronous = NORMAL` keeps every committed transaction across a
+//! killed process (tested with SIGKILL mid-write); use [`Durability::Full`] to also survive power
+//! loss at the cost of an fsync per commit.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// Materialised aggregate scales, seconds. (Finer steps come from the raw rows: estimates
+/// arrive about once a second, so a 1 s aggregate would only copy them.)
+pub const SCALES: [u64; 2] = [60, 3600];
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("store: {0}")]
+    Db(#[from] rusqlite::Error),
+    #[error("store: {0}")]
+    BadInput(String),
+}
+
+/// One stored estimate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Record {
+    /// `SRC->DST` (addresses), the path the estimate is for.
+    pub path: String,
+    /// `avail_bw`, `capacity`, `rtt`, `loss`, ...
+    pub metric: String,
+    /// Unix time of the estimate's end, ns.
+    pub t_ns: u64,
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+    pub method: String,
+    /// `active`, `passive`, `rider`, ...
+    pub source: String,
+    pub probe_bytes: u64,
+    pub trains: u32,
+    pub confidence: f64,
+    pub elapsed_s: f64,
+    pub final_: bool,
+}
+
+/// One step of a time-scale answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Point {
+    /// Start of the step, Unix ns.
+    pub start_ns: u64,
+    pub n: u64,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    /// The newest estimate in the step.
+    pub last: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScaleAnswer {
+    /// Steps with at least one estimate, oldest first (empty steps are left out).
+    pub points: Vec<Point>,
+    /// `agg_60s`, `agg_3600s` or `raw`.
+    pub source: String,
+    /// False if part of the range is older than the raw retention and the step is not
+    /// materialised, so the answer lacks those estimates.
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Committed data survives a crash of the process (WAL, synchronous = NORMAL).
+    Process,
+    /// ... and of the machine (synchronous = FULL: an fsync per commit).
+    Full,
+}
+
+pub struct Store {
+    db: Connection,
+    /// Raw rows older than this are deleted by [`Store::apply_retention`].
+    retention: Duration,
+    /// Oldest raw row that may have been deleted (Unix ns); 0 = nothing deleted yet.
+    horizon_ns: u64,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS estimates (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL, metric TEXT NOT NULL, t_ns INTEGER NOT NULL,
+    value REAL NOT NULL, low REAL NOT NULL, high REAL NOT NULL,
+    method TEXT NOT NULL, source TEXT NOT NULL,
+    probe_bytes INTEGER NOT NULL, trains INTEGER NOT NULL,
+    confidence REAL NOT NULL, elapsed_s REAL NOT NULL, final INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS estimates_by_path ON estimates (path, metric, t_ns);
+CREATE TABLE IF NOT EXISTS aggregates (
+    scale_s INTEGER NOT NULL, path TEXT NOT NULL, metric TEXT NOT NULL, bucket INTEGER NOT NULL,
+    n INTEGER NOT NULL, sum REAL NOT NULL, min REAL NOT NULL, max REAL NOT NULL,
+    last_t INTEGER NOT NULL, last REAL NOT NULL,
+    PRIMARY KEY (scale_s, path, metric, bucket)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+";
+
+impl Store {
+    /// Open (or create) the store at `path`.
+    pub fn open(path: &Path, durability: Durability, retention: Duration) -> Result<Store, Error> {
+        let db = Connection::open(path)?;
+        Self::init(db, durability, retention)
+    }
+
+    /// A store in memory (tests, or an agent told not to keep history).
+    pub fn in_memory(retention: Duration) -> Result<Store, Error> {
+        Self::init(
+            Connection::open_in_memory()?,
+            Durability::Process,
+            retention,
+        )
+    }
+
+    fn init(db: Connection, d: Durability, retention: Duration) -> Result<Store, Error> {
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        db.pragma_update(
+            None,
+            "synchronous",
+            if d == Durability::Full {
+                "FULL"
+            } else {
+                "NORMAL"
+            },
+        )?;
+        db.busy_timeout(Duration::from_secs(5))?;
+        db.execute_batch(SCHEMA)?;
+        let horizon_ns: u64 = db
+            .query_row("SELECT value FROM meta WHERE key = 'horizon_ns'", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .optional()?
+            .unwrap_or(0) as u64;
+        Ok(Store {
+            db,
+            retention,
+            horizon_ns,
+        })
+    }
+
+    fn check(r: &Record) -> Result<(), Error> {
+        let bad = |why: &str| Err(Error::BadInput(why.into()));
+        if r.path.is_empty() || r.path.len() > 200 || r.metric.is_empty() || r.metric.len() > 64 {
+            return bad("path and metric must be 1..=200 and 1..=64 bytes");
+        }
+        if !r.value.is_finite() {
+            return bad("value must be finite");
+        }
+        if r.t_ns > i64::MAX as u64 {
+            return bad("time out of range");
+        }
+        Ok(())
+    }
+
+    /// Store estimates in one transaction (all or none), with their aggregates.
+    pub fn insert(&mut self, records: &[Record]) -> Result<(), Error> {
+        for r in records {
+            Self::check(r)?;
+        }
+        let tx = self.db.transaction()?;
+        {
+            let mut row = tx.prepare_cached(
+                "INSERT INTO estimates (path, metric, t_ns, value, low, high, method, source,
+                 probe_bytes, trains, confidence, elapsed_s, final)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            )?;
+            let mut agg = tx.prepare_cached(
+                "INSERT INTO aggregates (scale_s, path, metric, bucket, n, sum, min, max, last_t, last)
+                 VALUES (?1, ?2, ?3, ?4, 1, ?5, ?5, ?5, ?6, ?5)
+                 ON CONFLICT (scale_s, path, metric, bucket) DO UPDATE SET
+                   n = n + 1, sum = sum + excluded.sum,
+                   min = MIN(min, excluded.min), max = MAX(max, excluded.max),
+                   last = CASE WHEN excluded.last_t >= last_t THEN excluded.last ELSE last END,
+                   last_t = MAX(last_t, excluded.last_t)",
+            )?;
+            for r in records {
+                row.execute(params![
+                    r.path,
+                    r.metric,
+                    r.t_ns as i64,
+                    r.value,
+                    r.low,
+                    r.high,
+                    r.method,
+                    r.source,
+                    r.probe_bytes as i64,
+                    r.trains,
+                    r.confidence,
+                    r.elapsed_s,
+                    r.final_ as i64
+                ])?;
+                for s in SCALES {
+                    let bucket = (r.t_ns / (s * 1_000_000_000)) as i64;
+                    agg.execute(params![
+                        s as i64,
+                        r.path,
+                        r.metric,
+                        bucket,
+                        r.value,
+                        r.t_ns as i64
+                    ])?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Estimates of `path`/`metric` with `from_ns <= t_ns < to_ns`, oldest first, at most `limit`.
+    pub fn range(
+        &self,
+        path: &str,
+        metric: &str,
+        from_ns: u64,
+        to_ns: u64,
+        limit: usize,
+    ) -> Result<Vec<Record>, Error> {
+        let mut q = self.db.prepare_cached(
+            "SELECT path, metric, t_ns, value, low, high, method, source, probe_bytes, trains,
+                    confidence, elapsed_s, final
+             FROM estimates WHERE path = ?1 AND metric = ?2 AND t_ns >= ?3 AND t_ns < ?4
+             ORDER BY t_ns LIMIT ?5",
+        )?;
+        let rows = q.query_map(
+            params![
+                path,
+                metric,
+                clamp_i64(from_ns),
+                clamp_i64(to_ns),
+                limit.min(1_000_000) as i64
+            ],
+            |r| {
+                Ok(Record {
+                    path: r.get(0)?,
+                    metric: r.get(1)?,
+                    t_ns: r.get::<_, i64>(2)? as u64,
+                    value: r.get(3)?,
+                    low: r.get(4)?,
+                    high: r.get(5)?,
+                    method: r.get(6)?,
+                    source: r.get(7)?,
+                    probe_bytes: r.get::<_, i64>(8)? as u64,
+                    trains: r.get(9)?,
+                    confidence: r.get(10)?,
+                    elapsed_s: r.get(11)?,
+                    final_: r.get::<_, i64>(12)? != 0,
+                })
+            },
+        )?;
+        rows.collect::<Result<_, _>>().map_err(Into::into)
+    }
+
+    /// The newest estimate of `path`/`metric`.
+    pub fn latest(&self, path: &str, metric: &str) -> Result<Option<Record>, Error> {
+        let t: Option<i64> = self
+            .db
+            .query_row(
+                "SELECT MAX(t_ns) FROM estimates WHERE path = ?1 AND metric = ?2",
+                params![path, metric],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten();
+        match t {
+            Some(t) => Ok(self
+                .range(path, metric, t as u64, t as u64 + 1, 1)?
+                .into_iter()
+                .next()),
+            None => Ok(None),
+        }
+    }
+
+    /// Paths and metrics with estimates.
+    pub fn series(&self) -> Result<Vec<(String, String)>, Error> {
+        let mut q = self
+            .db
+            .prepare_cached("SELECT DISTINCT path, metric FROM aggregates WHERE scale_s = 3600")?;
+        let rows = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<Result<_, _>>().map_err(Into::into)
+    }
+
+    /// `count` steps of `step` ending at `end_ns` (the last step holds `end_ns - 1`).
+    pub fn scale(
+        &self,
+        path: &str,
+        metric: &str,
+        step: Duration,
+        count: usize,
+        end_ns: u64,
+    ) -> Result<ScaleAnswer, Error> {
+        let step_s = step.as_secs();
+        if step.subsec_nanos() != 0 || step_s == 0 || !(1..=100_000).contains(&count) {
+            return Err(Error::BadInput(
+                "step must be a whole number of seconds ≥ 1 and count 1..=100000".into(),
+            ));
+        }
+        let step_ns = step_s * 1_000_000_000;
+        let last_bucket = end_ns.saturating_sub(1) / step_ns;
+        let first_bucket = (last_bucket + 1).saturating_sub(count as u64);
+        let from_ns = first_bucket * step_ns;
+        let to_ns = (last_bucket + 1) * step_ns;
+        // The coarsest materialised scale that divides the step.
+        if let Some(scale) = SCALES.iter().rev().copied().find(|s| step_s % s == 0) {
+            let k = (step_s / scale) as i64;
+            let mut q = self.db.prepare_cached(
+                "SELECT bucket / ?4 AS b, SUM(n), SUM(sum), MIN(min), MAX(max), MAX(last_t),
+                        (SELECT a2.last FROM aggregates a2
+                          WHERE a2.scale_s = ?1 AND a2.path = ?2 AND a2.metric = ?3
+                            AND a2.bucket / ?4 = aggregates.bucket / ?4
+                          ORDER BY a2.last_t DESC LIMIT 1)
+                 FROM aggregates
+                 WHERE scale_s = ?1 AND path = ?2 AND metric = ?3 AND bucket >= ?5 AND bucket < ?6
+                 GROUP BY b ORDER BY b",
+            )?;
+            let lo = (from_ns / (scale * 1_000_000_000)) as i64;
+            let hi = (to_ns / (scale * 1_000_000_000)) as i64;
+            let rows = q.query_map(params![scale as i64, path, metric, k, lo, hi], |r| {
+                let n: i64 = r.get(1)?;
+                let sum: f64 = r.get(2)?;
+                Ok(Point {
+                    start_ns: r.get::<_, i64>(0)? as u64 * step_ns,
+                    n: n as u64,
+                    mean: sum / n.max(1) as f64,
+                    min: r.get(3)?,
+                    max: r.get(4)?,
+                    last: r.get(6)?,
+                })
+            })?;
+            return Ok(ScaleAnswer {
+                points: rows.collect::<Result<_, _>>()?,
+                source: format!("agg_{scale}s"),
+                complete: true,
+            });
+        }
+        // Not materialised: from the raw rows.
+        let mut points: Vec<Point> = Vec::new();
+        for r in self.range(path, metric, from_ns, to_ns, 1_000_000)? {
+            let start = r.t_ns / step_ns * step_ns;
+            match points.last_mut() {
+                Some(p) if p.start_ns == start => {
+                    p.mean += (r.value - p.mean) / (p.n + 1) as f64;
+                    p.n += 1;
+                    p.min = p.min.min(r.value);
+                    p.max = p.max.max(r.value);
+                    p.last = r.value;
+                }
+                _ => points.push(Point {
+                    start_ns: start,
+                    n: 1,
+                    mean: r.value,
+                    min: r.value,
+                    max: r.value,
+                    last: r.value,
+                }),
+            }
+        }
+        Ok(ScaleAnswer {
+            points,
+            source: "raw".into(),
+            complete: from_ns >= self.horizon_ns,
+        })
+    }
+
+    /// Delete raw rows older than the retention before `now_ns` (aggregates stay). Returns how
+    /// many were deleted.
+    pub fn apply_retention(&mut self, now_ns: u64) -> Result<usize, Error> {
+        let cut = now_ns.saturating_sub(self.retention.as_nanos() as u64);
+        let tx = self.db.transaction()?;
+        let n = tx.execute(
+            "DELETE FROM estimates WHERE t_ns < ?1",
+            params![clamp_i64(cut)],
+        )?;
+        if n > 0 {
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('horizon_ns', ?1)
+                 ON CONFLICT (key) DO UPDATE SET value = MAX(value, excluded.value)",
+                params![clamp_i64(cut)],
+            )?;
+        }
+        tx.commit()?;
+        if n > 0 {
+            self.horizon_ns = self.horizon_ns.max(cut);
+        }
+        Ok(n)
+    }
+
+    /// Estimates stored (raw rows).
+    pub fn count(&self) -> Result<u64, Error> {
+        Ok(self
+            .db
+            .query_row("SELECT COUNT(*) FROM estimates", [], |r| r.get::<_, i64>(0))?
+            as u64)
+    }
+}
+
+fn clamp_i64(x: u64) -> i64 {
+    x.min(i64::MAX as u64) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn rec(path: &str, metric: &str, t_ns: u64, value: f64) -> Record {
+        Record {
+            path: path.into(),
+            metric: metric.into(),
+            t_ns,
+            value,
+            low: value * 0.9,
+            high: value * 1.1,
+            method: "auto".into(),
+            source: "active".into(),
+            probe_bytes: 1000,
+            trains: 3,
+            confidence: 1.0,
+            elapsed_s: 0.5,
+            final_: true,
+        }
+    }
+
+    /// Brute force over the raw rows: (step start, n, mean, min, max, last).
+    fn brute(rows: &[Record], step_ns: u64, from: u64, to: u64) -> Vec<Point> {
+        let mut out: Vec<Point> = Vec::new();
+        let mut sorted: Vec<&Record> = rows
+            .iter()
+            .filter(|r| r.t_ns >= from && r.t_ns < to)
+            .collect();
+        sorted.sort_by_key(|r| r.t_ns);
+        for r in sorted {
+            let s = r.t_ns / step_ns * step_ns;
+            match out.last_mut() {
+                Some(p) if p.start_ns == s => {
+                    p.n += 1;
+                    p.mean += r.value; // sum for now
+                    p.min = p.min.min(r.value);
+                    p.max = p.max.max(r.value);
+                    p.last = r.value;
+                }
+                _ => out.push(Point {
+                    start_ns: s,
+                    n: 1,
+                    mean: r.value,
+                    min: r.value,
+                    max: r.value,
+                    last: r.value,
+                }),
+            }
+        }
+        for p in &mut out {
+            p.mean /= p.n as f64;
+        }
+        out
+    }
+
+    fn close(a: &[Point], b: &[Point]) -> bool {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| {
+                x.start_ns == y.start_ns
+                    && x.n == y.n
+                    && (x.mean - y.mean).abs() <= 1e-9 * y.mean.abs().max(1.0)
+                    && x.min == y.min
+                    && x.max == y.max
+                    && x.last == y.last
+            })
+    }
+
+    /// Time-scale answers, from aggregates and from raw rows, match a brute-force aggregation
+    /// of the same estimates, for steps on and off the materialised scales.
+    #[test]
+    fn time_scale_answers_match_brute_force() {
+        let mut s = Store::in_memory(Duration::from_secs(86_400 * 365)).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let t0 = 1_795_000_000_000_000_000u64;
+        let mut rows = Vec::new();
+        for i in 0..3000u64 {
+            // Irregular times over ~3 hours, distinct (so "last" is well defined).
+            let t = t0 + i * 3_600_000_000 + rng.random_range(0..3_000_000_000);
+            rows.push(rec("a->b", "avail_bw", t, rng.random_range(1e6..1e8)));
+            if i % 3 == 0 {
+                rows.push(rec("a->c", "avail_bw", t, 5e6));
+            }
+        }
+        s.insert(&rows).unwrap();
+        let a_b: Vec<Record> = rows.iter().filter(|r| r.path == "a->b").cloned().collect();
+        let end = t0 + 3 * 3_600_000_000_000;
+        for (step, count, source) in [
+            (1u64, 500usize, "raw"),
+            (60, 60, "agg_60s"),
+            (120, 30, "agg_60s"),
+            (3600, 3, "agg_3600s"),
+            (7, 200, "raw"),
+            (90, 100, "raw"),
+        ] {
+            let ans = s
+                .scale("a->b", "avail_bw", Duration::from_secs(step), count, end)
+                .unwrap();
+            let step_ns = step * 1_000_000_000;
+            let last = (end - 1) / step_ns;
+            let from = (last + 1 - count as u64) * step_ns;
+            let want = brute(&a_b, step_ns, from, (last + 1) * step_ns);
+            assert_eq!(ans.source, source);
+            assert!(ans.complete);
+            assert!(!want.is_empty());
+            assert!(
+                close(&ans.points, &want),
+                "step {step}: {:?} vs {:?}",
+                &ans.points[..2.min(ans.points.len())],
+                &want[..2]
+            );
+        }
+        assert_eq!(s.count().unwrap(), rows.len() as u64);
+        assert_eq!(s.latest("a->c", "avail_bw").unwrap().unwrap().value, 5e6);
+        assert_eq!(s.series().unwrap().len(), 2);
+    }
+
+    /// Raw rows go after the retention; aggregates stay and still answer; a step that needs
+    /// raw rows says it is incomplete.
+    #[test]
+    fn retention_keeps_aggregates() {
+        let mut s = Store::in_memory(Duration::from_secs(600)).unwrap();
+        // On a minute boundary, so 100 one-minute steps hold the 100 estimates.
+        let t0 = 1_795_000_020_000_000_000u64;
+        let rows: Vec<Record> = (0..100)
+            .map(|i| rec("a->b", "rtt", t0 + i * 60_000_000_000, i as f64))
+            .collect();
+        s.insert(&rows).unwrap();
+        let now = t0 + 100 * 60_000_000_000;
+        let deleted = s.apply_retention(now).unwrap();
+        assert_eq!(deleted, 90);
+        assert_eq!(s.count().unwrap(), 10);
+        let agg = s
+            .scale("a->b", "rtt", Duration::from_secs(60), 100, now)
+            .unwrap();
+        assert_eq!((agg.points.len(), agg.complete), (100, true));
+        let raw = s
+            .scale("a->b", "rtt", Duration::from_secs(7), 1000, now)
+            .unwrap();
+        assert_eq!(raw.source, "raw");
+        assert!(!raw.complete, "needs deleted rows");
+    }
+
+    #[test]
+    fn bad_input_is_refused_whole() {
+        let mut s = Store::in_memory(Duration::from_secs(60)).unwrap();
+        let good = rec("a->b", "avail_bw", 1, 1.0);
+        let bad = rec("a->b", "avail_bw", 2, f64::NAN);
+        assert!(s.insert(&[good.clone(), bad]).is_err());
+        assert_eq!(s.count().unwrap(), 0, "all or none");
+        assert!(s.insert(&[rec("", "x", 1, 1.0)]).is_err());
+        assert!(s
+            .scale("a->b", "avail_bw", Duration::from_millis(1500), 10, 10)
+            .is_err());
+        assert!(s
+            .scale("a->b", "avail_bw", Duration::from_secs(1), 0, 10)
+            .is_err());
+        assert!(s.latest("nope", "x").unwrap().is_none());
+    }
+}
