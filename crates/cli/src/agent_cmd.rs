@@ -32,10 +32,15 @@ pub struct AgentArgs {
     /// Counters as JSON lines.
     #[arg(long)]
     json: bool,
+    /// Service configuration (TOML): the store, and paths to keep fresh on a schedule within a
+    /// byte budget. Without it the agent answers probes and schedules nothing.
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 pub fn run(a: AgentArgs) -> Result<()> {
     let key = Key::load(a.key_file.as_deref())?;
+    let key_for_service = key.clone();
     crate::signals::catch_signals();
     let cfg = AgentConfig {
         listen: a.listen,
@@ -43,7 +48,12 @@ pub fn run(a: AgentArgs) -> Result<()> {
         api_socket: (!a.no_api).then(|| a.api.clone()),
         max_sessions: a.max_sessions,
     };
+    let service_cfg = match &a.config {
+        Some(p) => mgrp_service::config::ServiceConfig::load(p)?,
+        None => mgrp_service::config::ServiceConfig::default(),
+    };
     let agent = Agent::start(cfg)?;
+    let service = mgrp_service::Service::start(&service_cfg, key_for_service, builder())?;
     if !a.json {
         say!(
             "mgrp agent on {} (UDP probes, TCP control){}; Ctrl-C to stop",
@@ -68,9 +78,38 @@ pub fn run(a: AgentArgs) -> Result<()> {
             }
         }
     }
+    let s = service.stop();
     let c = agent.stop();
     print_counters(&c, a.json);
+    if !service_cfg.paths.is_empty() {
+        if a.json {
+            say!("{}", serde_json::to_string(&s).unwrap_or_default());
+        } else {
+            say!(
+                "schedules: {} measurements, {} estimates stored, {} kB of probes, {} skipped and {} cut for budget, {} errors",
+                s.measurements,
+                s.estimates_stored,
+                s.probe_bytes / 1000,
+                s.skipped_for_budget,
+                s.cut_by_budget,
+                s.errors
+            );
+        }
+    }
     Ok(())
+}
+
+/// Estimators by method name for the schedules; the first round of a method that needs the
+/// capacity measures it.
+fn builder() -> mgrp_service::Builder {
+    use crate::methods::Method;
+    std::sync::Arc::new(|name: &str, cap: Option<f64>| {
+        let m = Method::parse(name)?;
+        if cap.is_none() && m.needs_capacity() {
+            return Method::Capacity.build(None);
+        }
+        m.build(cap)
+    })
 }
 
 fn print_counters(c: &mgrp_engine::agent::CounterSnapshot, json: bool) {

@@ -108,6 +108,11 @@ impl Session {
         self.peer
     }
 
+    /// This end's address of the session (the probes' source).
+    pub fn local(&self) -> Option<SocketAddr> {
+        self.udp.local_addr().ok()
+    }
+
     pub fn session_id(&self) -> u32 {
         self.session
     }

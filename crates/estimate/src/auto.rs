@@ -155,6 +155,10 @@ impl Auto {
         if !done {
             return;
         }
+        if matches!(self.phase, Phase::Slops(_)) {
+            // The last phase: its bytes are counted by `estimate()` as the phase's own.
+            return;
+        }
         if let Some(e) = &est {
             self.done_bytes += e.quality.probe_bytes;
             self.done_trains += e.quality.trains;
@@ -315,6 +319,34 @@ mod tests {
             first <= 1.0 && last <= 3.0,
             "first {first} s, final {last} s"
         );
+    }
+
+    /// The final estimate's bytes and trains are exactly what was sent, over all phases.
+    #[test]
+    fn bytes_and_trains_are_counted_once() {
+        let mut path = path(20e6, Some("cbr:5mbit,size=500"), 3);
+        let mut a = Auto::new(AutoParams::default());
+        let (mut bytes, mut trains) = (0u64, 0u32);
+        let mut now = path.now_ns();
+        while !a.is_done() {
+            match a.poll_train(now) {
+                Some(t) => {
+                    bytes += t.bytes();
+                    trains += 1;
+                    let obs = path.send_train(now, &t);
+                    now = path.now_ns() + 30_000_000;
+                    path.idle_until(now);
+                    a.handle_train(now, &obs);
+                }
+                None => {
+                    now = a.next_wakeup().unwrap_or(now).max(now + 1_000_000);
+                    path.idle_until(now);
+                }
+            }
+        }
+        let e = a.estimate().unwrap();
+        assert!(e.final_);
+        assert_eq!((e.quality.probe_bytes, e.quality.trains), (bytes, trains));
     }
 
     /// Bytes and trains add up over the phases; a known capacity skips the capacity phase.

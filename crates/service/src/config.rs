@@ -1,0 +1,198 @@
+//! The agent's configuration file (TOML): where estimates are kept and which paths to keep
+//! fresh, how often, with which method, within which probe-byte budget.
+//!
+//! ```toml
+//! store = "/var/lib/mgrp/estimates.db"   # ":memory:" keeps nothing across restarts
+//! retention = "7d"                       # raw estimates; 1 min / 1 h aggregates stay
+//!
+//! [[path]]
+//! peer = "198.18.3.2"                    # IP or IP:PORT of the peer's agent
+//! method = "auto"                        # auto, slops, slops-slow, chirp, sweep
+//! every = "10s"
+//! budget = "2mb"                         # probe bytes per minute on this path
+//! ```
+
+use mgrp_traffic::units::{parse_bytes, parse_duration};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {why}")]
+    Bad { path: String, why: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathSchedule {
+    pub peer: SocketAddr,
+    pub method: String,
+    pub every: Duration,
+    /// Probe bytes per minute.
+    pub budget: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceConfig {
+    /// `None`: in memory.
+    pub store: Option<PathBuf>,
+    pub retention: Duration,
+    pub paths: Vec<PathSchedule>,
+}
+
+impl Default for ServiceConfig {
+    /// `mgrp agent` alone: answer probes, keep nothing on a schedule, store in memory for a day.
+    fn default() -> Self {
+        ServiceConfig {
+            store: None,
+            retention: Duration::from_secs(86_400),
+            paths: Vec::new(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPath {
+    peer: String,
+    #[serde(default = "default_method")]
+    method: String,
+    #[serde(default = "default_every")]
+    every: String,
+    #[serde(default = "default_budget")]
+    budget: String,
+}
+
+fn default_method() -> String {
+    "auto".into()
+}
+fn default_every() -> String {
+    "60s".into()
+}
+fn default_budget() -> String {
+    "2mb".into()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    store: Option<String>,
+    retention: Option<String>,
+    #[serde(default)]
+    path: Vec<RawPath>,
+}
+
+/// Methods a schedule may name (capacity is measured by all of them).
+pub const METHODS: [&str; 5] = ["auto", "slops", "slops-slow", "chirp", "sweep"];
+
+impl ServiceConfig {
+    pub fn load(path: &Path) -> Result<ServiceConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Bad {
+            path: path.display().to_string(),
+            why: e.to_string(),
+        })?;
+        Self::parse(&text).map_err(|why| ConfigError::Bad {
+            path: path.display().to_string(),
+            why,
+        })
+    }
+
+    pub fn parse(text: &str) -> Result<ServiceConfig, String> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut c = ServiceConfig::default();
+        if let Some(s) = raw.store {
+            c.store = (s != ":memory:").then(|| PathBuf::from(s));
+        }
+        if let Some(r) = raw.retention {
+            c.retention = parse_duration(&r).map_err(|e| format!("retention: {e}"))?;
+            if c.retention < Duration::from_secs(60) {
+                return Err("retention must be at least 1m".into());
+            }
+        }
+        if raw.path.len() > 1024 {
+            return Err("at most 1024 [[path]] entries".into());
+        }
+        for (i, p) in raw.path.into_iter().enumerate() {
+            let at = |why: String| format!("path #{} ({}): {why}", i + 1, p.peer);
+            let peer = mgrp_engine::api::parse_peer(&p.peer).map_err(|e| at(e.to_string()))?;
+            if !METHODS.contains(&p.method.as_str()) {
+                return Err(at(format!(
+                    "unknown method {:?}: use {}",
+                    p.method,
+                    METHODS.join(", ")
+                )));
+            }
+            let every = parse_duration(&p.every).map_err(|e| at(format!("every: {e}")))?;
+            if every < Duration::from_millis(100) || every > Duration::from_secs(86_400) {
+                return Err(at("every must be 100ms..=1d".into()));
+            }
+            let budget = parse_bytes(&p.budget).map_err(|e| at(format!("budget: {e}")))?;
+            if budget < 10_000 {
+                return Err(at(
+                    "budget below 10 kB per minute leaves nothing to measure with".into(),
+                ));
+            }
+            c.paths.push(PathSchedule {
+                peer,
+                method: p.method,
+                every,
+                budget,
+            });
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_and_empty_configs() {
+        let c = ServiceConfig::parse(
+            r#"
+            store = "/tmp/x.db"
+            retention = "2h"
+            [[path]]
+            peer = "198.18.3.2"
+            every = "5s"
+            budget = "500kb"
+            [[path]]
+            peer = "10.0.0.1:9000"
+            method = "chirp"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.store, Some(PathBuf::from("/tmp/x.db")));
+        assert_eq!(c.retention, Duration::from_secs(7200));
+        assert_eq!(c.paths.len(), 2);
+        assert_eq!(c.paths[0].peer, "198.18.3.2:7240".parse().unwrap());
+        assert_eq!(
+            (c.paths[0].every, c.paths[0].budget),
+            (Duration::from_secs(5), 512_000)
+        );
+        assert_eq!(c.paths[1].method, "chirp");
+        assert_eq!(c.paths[1].every, Duration::from_secs(60));
+        assert_eq!(ServiceConfig::parse("").unwrap(), ServiceConfig::default());
+    }
+
+    #[test]
+    fn bad_configs_say_what_is_wrong() {
+        for (text, why) in [
+            ("[[path]]\npeer = \"nowhere\"", "path #1"),
+            (
+                "[[path]]\npeer = \"1.2.3.4\"\nmethod = \"magic\"",
+                "unknown method",
+            ),
+            ("[[path]]\npeer = \"1.2.3.4\"\nevery = \"1us\"", "every"),
+            ("[[path]]\npeer = \"1.2.3.4\"\nbudget = \"1b\"", "budget"),
+            ("retention = \"1s\"", "retention"),
+            ("colour = \"blue\"", "unknown field"),
+            ("[[path]\npeer = 1", "expected"),
+        ] {
+            let e = ServiceConfig::parse(text).unwrap_err();
+            assert!(e.contains(why), "{text:?}: {e}");
+        }
+    }
+}
