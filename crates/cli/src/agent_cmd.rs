@@ -54,6 +54,13 @@ pub fn run(a: AgentArgs) -> Result<()> {
     };
     let agent = Agent::start(cfg)?;
     let service = mgrp_service::Service::start(&service_cfg, key_for_service, builder())?;
+    let http = match service_cfg.http {
+        Some(addr) => Some(
+            mgrp_service::http::Http::start(addr, service_cfg.token.clone(), service.store())
+                .map_err(anyhow::Error::msg)?,
+        ),
+        None => None,
+    };
     if !a.json {
         say!(
             "mgrp agent on {} (UDP probes, TCP control){}; Ctrl-C to stop",
@@ -64,6 +71,9 @@ pub fn run(a: AgentArgs) -> Result<()> {
                 format!(", Probe API at {}", a.api.display())
             }
         );
+        if let Some(h) = &http {
+            say!("HTTP API on http://{}/v1/paths", h.local_addr());
+        }
     }
     let mut last = agent.counters();
     let mut next = Instant::now() + a.stats_every;
@@ -78,6 +88,7 @@ pub fn run(a: AgentArgs) -> Result<()> {
             }
         }
     }
+    drop(http);
     let s = service.stop();
     let c = agent.stop();
     print_counters(&c, a.json);

@@ -4,6 +4,8 @@
 //! ```toml
 //! store = "/var/lib/mgrp/estimates.db"   # ":memory:" keeps nothing across restarts
 //! retention = "7d"                       # raw estimates; 1 min / 1 h aggregates stay
+//! http = "127.0.0.1:7241"                # the HTTP API ("off" for none)
+//! token_file = "/etc/mgrp/api-token"     # required by clients that are not on localhost
 //!
 //! [[path]]
 //! peer = "198.18.3.2"                    # IP or IP:PORT of the peer's agent
@@ -39,6 +41,10 @@ pub struct ServiceConfig {
     pub store: Option<PathBuf>,
     pub retention: Duration,
     pub paths: Vec<PathSchedule>,
+    /// Where the HTTP API listens; `None`: no API.
+    pub http: Option<SocketAddr>,
+    /// The API token for clients off localhost.
+    pub token: Option<String>,
 }
 
 impl Default for ServiceConfig {
@@ -48,6 +54,8 @@ impl Default for ServiceConfig {
             store: None,
             retention: Duration::from_secs(86_400),
             paths: Vec::new(),
+            http: None,
+            token: None,
         }
     }
 }
@@ -79,6 +87,8 @@ fn default_budget() -> String {
 struct RawConfig {
     store: Option<String>,
     retention: Option<String>,
+    http: Option<String>,
+    token_file: Option<String>,
     #[serde(default)]
     path: Vec<RawPath>,
 }
@@ -109,6 +119,25 @@ impl ServiceConfig {
             if c.retention < Duration::from_secs(60) {
                 return Err("retention must be at least 1m".into());
             }
+        }
+        // A configured agent serves its API on localhost unless told otherwise.
+        c.http = match raw.http.as_deref() {
+            Some("off") => None,
+            Some(a) => Some(
+                a.parse()
+                    .map_err(|_| format!("http: {a:?} is not IP:PORT"))?,
+            ),
+            None => Some("127.0.0.1:7241".parse().expect("valid")),
+        };
+        if let Some(f) = raw.token_file {
+            let t = std::fs::read_to_string(&f).map_err(|e| format!("token_file {f}: {e}"))?;
+            let t = t.trim().to_string();
+            if t.len() < 16 {
+                return Err(format!(
+                    "token_file {f}: a token needs at least 16 characters"
+                ));
+            }
+            c.token = Some(t);
         }
         if raw.path.len() > 1024 {
             return Err("at most 1024 [[path]] entries".into());
@@ -174,7 +203,10 @@ mod tests {
         );
         assert_eq!(c.paths[1].method, "chirp");
         assert_eq!(c.paths[1].every, Duration::from_secs(60));
-        assert_eq!(ServiceConfig::parse("").unwrap(), ServiceConfig::default());
+        let empty = ServiceConfig::parse("").unwrap();
+        assert_eq!(empty.http, Some("127.0.0.1:7241".parse().unwrap()));
+        assert!(empty.paths.is_empty() && empty.store.is_none());
+        assert_eq!(ServiceConfig::parse("http = \"off\"").unwrap().http, None);
     }
 
     #[test]
@@ -190,6 +222,8 @@ mod tests {
             ("retention = \"1s\"", "retention"),
             ("colour = \"blue\"", "unknown field"),
             ("[[path]\npeer = 1", "expected"),
+            ("http = \"everywhere\"", "IP:PORT"),
+            ("token_file = \"/nonexistent/token\"", "token_file"),
         ] {
             let e = ServiceConfig::parse(text).unwrap_err();
             assert!(e.contains(why), "{text:?}: {e}");

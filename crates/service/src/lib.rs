@@ -2,6 +2,7 @@
 //! probe-byte budget per minute, and writes every estimate with its quality tuple to the store.
 
 pub mod config;
+pub mod http;
 
 use config::{PathSchedule, ServiceConfig};
 use mgrp_engine::auth::Key;

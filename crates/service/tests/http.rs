@@ -1,0 +1,129 @@
+//! The HTTP API as a client sees it: answers, 4xx with reasons, and the token off localhost.
+
+use mgrp_service::http::Http;
+use mgrp_store::{Record, Store};
+use mgrp_testbed::netns::spawn_in;
+use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn store() -> Arc<Mutex<Store>> {
+    let mut s = Store::in_memory(Duration::from_secs(86_400)).unwrap();
+    let t0 = 1_795_000_020_000_000_000u64;
+    let recs: Vec<Record> = (0..120)
+        .map(|i| Record {
+            path: "198.18.1.2->198.18.3.2".into(),
+            metric: "avail_bw".into(),
+            t_ns: t0 + i * 1_000_000_000,
+            value: 10e6 + i as f64,
+            low: 9e6,
+            high: 11e6,
+            method: "auto:slops".into(),
+            source: "active".into(),
+            probe_bytes: 1000,
+            trains: 4,
+            confidence: 1.0,
+            elapsed_s: 0.5,
+            final_: true,
+        })
+        .collect();
+    s.insert(&recs).unwrap();
+    Arc::new(Mutex::new(s))
+}
+
+fn get(base: &str, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    let mut req = agent.get(&format!("{base}{path}"));
+    if let Some(t) = token {
+        req = req.header("Authorization", &format!("Bearer {t}"));
+    }
+    let mut resp = req.call().unwrap();
+    let status = resp.status().as_u16();
+    let body = resp.body_mut().read_to_string().unwrap();
+    (
+        status,
+        serde_json::from_str(&body).unwrap_or(serde_json::Value::String(body)),
+    )
+}
+
+#[test]
+fn answers_and_refusals_on_localhost() {
+    let http = Http::start("127.0.0.1:0".parse().unwrap(), None, store()).unwrap();
+    let base = format!("http://{}", http.local_addr());
+    let p = "path=198.18.1.2-%3E198.18.3.2";
+    let (s, v) = get(&base, "/v1/paths", None);
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v[0]["path"], "198.18.1.2->198.18.3.2");
+    let (s, v) = get(&base, &format!("/v1/estimate?{p}"), None);
+    assert_eq!((s, v["value"].as_f64()), (200, Some(10e6 + 119.0)), "{v}");
+    let end = 1_795_000_020_000_000_000u64 + 120_000_000_000;
+    let (s, v) = get(
+        &base,
+        &format!("/v1/history?{p}&step=60s&count=2&end_ns={end}"),
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["source"], "agg_60s");
+    assert_eq!(v["points"].as_array().unwrap().len(), 2);
+    assert_eq!(v["points"][0]["n"], 60);
+    for (url, status, why) in [
+        ("/v1/estimate?path=nowhere", 404, "no avail_bw estimates"),
+        ("/v1/history?path=nowhere", 404, "no avail_bw estimates"),
+        ("/v1/estimate", 400, "missing parameter `path`"),
+        (&format!("/v1/history?{p}&step=1.5s") as &str, 400, "step"),
+        (&format!("/v1/history?{p}&count=lots"), 400, "count"),
+        (&format!("/v1/history?{p}&count=0"), 400, "count"),
+        (&format!("/v1/history?{p}&end_ns=-1"), 400, "end_ns"),
+        ("/v2/everything", 404, "no such endpoint"),
+    ] {
+        let (s, v) = get(&base, url, None);
+        assert_eq!(s, status, "{url}: {v}");
+        assert!(
+            v["error"].as_str().unwrap_or("").contains(why),
+            "{url}: {v}"
+        );
+    }
+}
+
+#[test]
+fn off_localhost_needs_the_token() {
+    let tb = Testbed::up(TestbedConfig::default(), DelayMode::Thread).unwrap();
+    let listen: std::net::SocketAddr = format!("{}:0", Role::Rcv.addr()).parse().unwrap();
+    let (with_token, without) = spawn_in(&tb.ns(Role::Rcv), "http", move || {
+        Ok((
+            Http::start(listen, Some("s3cret".into()), store()).unwrap(),
+            Http::start(listen, None, store()).unwrap(),
+        ))
+    })
+    .unwrap()
+    .join()
+    .unwrap()
+    .unwrap();
+    let (a, b) = (with_token.local_addr(), without.local_addr());
+    let results = spawn_in(&tb.ns(Role::Snd), "client", move || {
+        let base = format!("http://{a}");
+        Ok([
+            get(&base, "/v1/paths", None),
+            get(&base, "/v1/paths", Some("guess")),
+            get(&base, "/v1/paths", Some("s3cret")),
+            get(&format!("http://{b}"), "/v1/paths", Some("s3cret")),
+        ])
+    })
+    .unwrap()
+    .join()
+    .unwrap()
+    .unwrap();
+    assert_eq!(results[0].0, 401, "{:?}", results[0]);
+    assert_eq!(results[1].0, 401, "{:?}", results[1]);
+    assert_eq!(results[2].0, 200, "{:?}", results[2]);
+    assert_eq!(results[3].0, 401);
+    assert!(results[3].1["error"]
+        .as_str()
+        .unwrap()
+        .contains("only localhost"));
+    drop((with_token, without));
+}
