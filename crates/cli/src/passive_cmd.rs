@@ -179,56 +179,42 @@ fn offline(
     let t0 = Instant::now();
     let mut n = 0u64;
     let mut last_poll = 0u64;
-    if let Some(peer) = &a.peer_pcap {
-        let mine = read_all(&mut file, filter.as_ref())?;
-        let mut theirs_file = PcapFile::open(peer)?;
-        let theirs = read_all(&mut theirs_file, filter.as_ref())?;
-        for s in mgrp_estimate::wren::merge_two_sided(&mine, &theirs) {
-            n += 1;
-            wren.handle_segment(&s);
-            if s.ts_ns >= last_poll + 10_000_000 {
-                last_poll = s.ts_ns;
-                out.drain(&mut wren, s.ts_ns)?;
-            }
+    // Polling per segment would cost more than the analysis: every 10 ms of trace.
+    let mut feed = |wren: &mut Wren, out: &mut Printer, s: &Segment| -> Result<()> {
+        n += 1;
+        wren.handle_segment(s);
+        if s.ts_ns >= last_poll + 10_000_000 {
+            last_poll = s.ts_ns;
+            out.drain(wren, s.ts_ns)?;
         }
-        out.drain(&mut wren, u64::MAX)?;
-        let secs = t0.elapsed().as_secs_f64();
-        return summary(
-            out,
-            &Summary {
-                summary: true,
-                source: &format!("{} + {}", path.display(), peer.display()),
-                estimates: out.count,
-                analysis: wren.counters(),
-                file: Some(file.stats()),
-                capture: None,
-                capture_loss: None,
-                elapsed_s: secs,
-                segments_per_s: n as f64 / secs.max(1e-9),
-            },
-        );
-    }
-    let result = loop {
-        match file.next_segment() {
-            Ok(Some(s)) => {
-                if let Some(f) = &filter {
-                    if !f.matches(&s) {
-                        continue;
+        Ok(())
+    };
+    let (source, result) = match &a.peer_pcap {
+        Some(peer) => {
+            let mine = read_all(&mut file, filter.as_ref())?;
+            let theirs = read_all(&mut PcapFile::open(peer)?, filter.as_ref())?;
+            for s in mgrp_estimate::wren::merge_two_sided(&mine, &theirs) {
+                feed(&mut wren, out, &s)?;
+            }
+            (format!("{} + {}", path.display(), peer.display()), Ok(()))
+        }
+        None => {
+            let mut k = 0u64;
+            let result = loop {
+                match file.next_segment() {
+                    Ok(Some(s)) if filter.as_ref().is_none_or(|f| f.matches(&s)) => {
+                        feed(&mut wren, out, &s)?
                     }
+                    Ok(Some(_)) => {}
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
                 }
-                n += 1;
-                wren.handle_segment(&s);
-                // Polling per segment would cost more than the analysis: every 10 ms of trace.
-                if s.ts_ns >= last_poll + 10_000_000 {
-                    last_poll = s.ts_ns;
-                    out.drain(&mut wren, s.ts_ns)?;
+                k += 1;
+                if k % 65_536 == 0 && crate::signals::interrupted() {
+                    break Ok(());
                 }
-            }
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
-        }
-        if n % 65_536 == 0 && crate::signals::interrupted() {
-            break Ok(());
+            };
+            (path.display().to_string(), result)
         }
     };
     out.drain(&mut wren, u64::MAX)?;
@@ -238,7 +224,7 @@ fn offline(
         out,
         &Summary {
             summary: true,
-            source: &path.display().to_string(),
+            source: &source,
             estimates: out.count,
             analysis: wren.counters(),
             file: Some(stats),

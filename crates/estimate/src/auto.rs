@@ -181,8 +181,8 @@ impl Auto {
     }
 
     fn wrap(&self, e: Estimate, method: &'static str, final_: bool) -> Estimate {
-        let in_phase = |x: &Estimate| (x.quality.probe_bytes, x.quality.trains);
-        let (b, t) = in_phase(&e);
+        // `e` counts only its own phase.
+        let (b, t) = (e.quality.probe_bytes, e.quality.trains);
         Estimate {
             final_,
             quality: Quality {

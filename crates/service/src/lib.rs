@@ -186,6 +186,18 @@ impl Drop for Service {
     }
 }
 
+impl Counters {
+    /// Count an error of path `p` and say it on stderr — once, until a different one comes, so a
+    /// peer that stays down does not flood the log.
+    fn fail(&self, p: &PathSchedule, last: &mut String, why: &str) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        if why != last {
+            eprintln!("mgrp agent: path to {} ({}): {why}", p.peer, p.method);
+            *last = why.to_string();
+        }
+    }
+}
+
 /// Sleep until `until` in short slices, returning early if told to stop.
 fn nap(until: Instant, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) && Instant::now() < until {
@@ -222,6 +234,7 @@ fn keep_fresh(
 ) {
     let mut session: Option<Session> = None;
     let mut capacity: Option<f64> = None;
+    let mut last_error = String::new();
     // Bytes sent in the trailing minute.
     let mut spent: VecDeque<(Instant, u64)> = VecDeque::new();
     let minute = Duration::from_secs(60);
@@ -236,8 +249,8 @@ fn keep_fresh(
             Some(s) => s,
             None => match Session::connect(p.peer, key, pacer.clone(), Duration::from_secs(3)) {
                 Ok(s) => session.insert(s),
-                Err(_) => {
-                    c.errors.fetch_add(1, Ordering::Relaxed);
+                Err(e) => {
+                    c.fail(p, &mut last_error, &e.to_string());
                     continue;
                 }
             },
@@ -252,8 +265,8 @@ fn keep_fresh(
         }
         let mut est = match build(&p.method, capacity) {
             Ok(e) => e,
-            Err(_) => {
-                c.errors.fetch_add(1, Ordering::Relaxed);
+            Err(e) => {
+                c.fail(p, &mut last_error, &e);
                 continue;
             }
         };
@@ -276,9 +289,9 @@ fn keep_fresh(
         let cap = bounded.capacity();
         let avail = match result {
             Ok(e) => e,
-            Err(_) => {
+            Err(e) => {
                 // The session is broken: connect again next time.
-                c.errors.fetch_add(1, Ordering::Relaxed);
+                c.fail(p, &mut last_error, &e.to_string());
                 session = None;
                 None
             }
@@ -305,10 +318,11 @@ fn keep_fresh(
             match store.lock().map(|mut s| s.insert(&recs)) {
                 Ok(Ok(())) => {
                     c.estimates_stored.fetch_add(n, Ordering::Relaxed);
+                    // Working again: the next failure is news.
+                    last_error.clear();
                 }
-                _ => {
-                    c.errors.fetch_add(1, Ordering::Relaxed);
-                }
+                Ok(Err(e)) => c.fail(p, &mut last_error, &e.to_string()),
+                Err(_) => c.fail(p, &mut last_error, "the store's lock is poisoned"),
             }
         }
     }
