@@ -14,7 +14,7 @@
 //! loss at the cost of an fsync per commit.
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 
@@ -26,12 +26,75 @@ pub const SCALES: [u64; 2] = [60, 3600];
 pub enum Error {
     #[error("store: {0}")]
     Db(#[from] rusqlite::Error),
+    /// A backend other than SQLite failed (PostgreSQL: connection, query).
+    #[error("store: {0}")]
+    Backend(String),
     #[error("store: {0}")]
     BadInput(String),
 }
 
+/// What the service needs of a store of estimates. [`Store`] (SQLite, one file per agent) is
+/// the default; a PostgreSQL backend (crate `mgrp-store-pg`) implements the same trait for a
+/// central archive. Every implementation answers the same questions with the same numbers.
+pub trait EstimateStore: Send {
+    /// Store estimates in one transaction (all or none), with their aggregates.
+    fn insert(&mut self, records: &[Record]) -> Result<(), Error>;
+    /// Estimates of `path`/`metric` with `from_ns <= t_ns < to_ns`, oldest first, at most `limit`.
+    fn range(
+        &self,
+        path: &str,
+        metric: &str,
+        from_ns: u64,
+        to_ns: u64,
+        limit: usize,
+    ) -> Result<Vec<Record>, Error>;
+    /// The newest estimate of `path`/`metric`.
+    fn latest(&self, path: &str, metric: &str) -> Result<Option<Record>, Error>;
+    /// Paths and metrics with estimates.
+    fn series(&self) -> Result<Vec<(String, String)>, Error>;
+    /// `count` steps of `step` ending at `end_ns` (the last step holds `end_ns - 1`).
+    fn scale(
+        &self,
+        path: &str,
+        metric: &str,
+        step: Duration,
+        count: usize,
+        end_ns: u64,
+    ) -> Result<ScaleAnswer, Error>;
+    /// Delete raw rows older than the retention before `now_ns` (aggregates stay).
+    fn apply_retention(&mut self, now_ns: u64) -> Result<usize, Error>;
+    /// Estimates stored (raw rows).
+    fn count(&self) -> Result<u64, Error>;
+}
+
+/// Check a record before it is stored (every backend refuses the same input).
+pub fn check_record(r: &Record) -> Result<(), Error> {
+    let bad = |why: &str| Err(Error::BadInput(why.into()));
+    if r.path.is_empty() || r.path.len() > 200 || r.metric.is_empty() || r.metric.len() > 64 {
+        return bad("path and metric must be 1..=200 and 1..=64 bytes");
+    }
+    if !r.value.is_finite() {
+        return bad("value must be finite");
+    }
+    if r.t_ns > i64::MAX as u64 {
+        return bad("time out of range");
+    }
+    Ok(())
+}
+
+/// Check a time-scale question; returns the step in whole seconds.
+pub fn check_scale(step: Duration, count: usize) -> Result<u64, Error> {
+    let step_s = step.as_secs();
+    if step.subsec_nanos() != 0 || step_s == 0 || !(1..=100_000).contains(&count) {
+        return Err(Error::BadInput(
+            "step must be a whole number of seconds ≥ 1 and count 1..=100000".into(),
+        ));
+    }
+    Ok(step_s)
+}
+
 /// One stored estimate.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// `SRC->DST` (addresses), the path the estimate is for.
     pub path: String,
@@ -49,11 +112,13 @@ pub struct Record {
     pub trains: u32,
     pub confidence: f64,
     pub elapsed_s: f64,
+    /// False for a rough early estimate that a later one of the same measurement refines.
+    #[serde(rename = "final")]
     pub final_: bool,
 }
 
 /// One step of a time-scale answer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     /// Start of the step, Unix ns.
     pub start_ns: u64,
@@ -65,7 +130,7 @@ pub struct Point {
     pub last: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScaleAnswer {
     /// Steps with at least one estimate, oldest first (empty steps are left out).
     pub points: Vec<Point>,
@@ -153,24 +218,10 @@ impl Store {
         })
     }
 
-    fn check(r: &Record) -> Result<(), Error> {
-        let bad = |why: &str| Err(Error::BadInput(why.into()));
-        if r.path.is_empty() || r.path.len() > 200 || r.metric.is_empty() || r.metric.len() > 64 {
-            return bad("path and metric must be 1..=200 and 1..=64 bytes");
-        }
-        if !r.value.is_finite() {
-            return bad("value must be finite");
-        }
-        if r.t_ns > i64::MAX as u64 {
-            return bad("time out of range");
-        }
-        Ok(())
-    }
-
     /// Store estimates in one transaction (all or none), with their aggregates.
     pub fn insert(&mut self, records: &[Record]) -> Result<(), Error> {
         for r in records {
-            Self::check(r)?;
+            check_record(r)?;
         }
         let tx = self.db.transaction()?;
         {
@@ -303,12 +354,7 @@ impl Store {
         count: usize,
         end_ns: u64,
     ) -> Result<ScaleAnswer, Error> {
-        let step_s = step.as_secs();
-        if step.subsec_nanos() != 0 || step_s == 0 || !(1..=100_000).contains(&count) {
-            return Err(Error::BadInput(
-                "step must be a whole number of seconds ≥ 1 and count 1..=100000".into(),
-            ));
-        }
+        let step_s = check_scale(step, count)?;
         let step_ns = step_s * 1_000_000_000;
         let last_bucket = end_ns.saturating_sub(1) / step_ns;
         let first_bucket = (last_bucket + 1).saturating_sub(count as u64);
@@ -405,6 +451,44 @@ impl Store {
             .db
             .query_row("SELECT COUNT(*) FROM estimates", [], |r| r.get::<_, i64>(0))?
             as u64)
+    }
+}
+
+impl EstimateStore for Store {
+    fn insert(&mut self, records: &[Record]) -> Result<(), Error> {
+        Store::insert(self, records)
+    }
+    fn range(
+        &self,
+        path: &str,
+        metric: &str,
+        from_ns: u64,
+        to_ns: u64,
+        limit: usize,
+    ) -> Result<Vec<Record>, Error> {
+        Store::range(self, path, metric, from_ns, to_ns, limit)
+    }
+    fn latest(&self, path: &str, metric: &str) -> Result<Option<Record>, Error> {
+        Store::latest(self, path, metric)
+    }
+    fn series(&self) -> Result<Vec<(String, String)>, Error> {
+        Store::series(self)
+    }
+    fn scale(
+        &self,
+        path: &str,
+        metric: &str,
+        step: Duration,
+        count: usize,
+        end_ns: u64,
+    ) -> Result<ScaleAnswer, Error> {
+        Store::scale(self, path, metric, step, count, end_ns)
+    }
+    fn apply_retention(&mut self, now_ns: u64) -> Result<usize, Error> {
+        Store::apply_retention(self, now_ns)
+    }
+    fn count(&self) -> Result<u64, Error> {
+        Store::count(self)
     }
 }
 
