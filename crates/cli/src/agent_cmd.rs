@@ -52,13 +52,23 @@ pub fn run(a: AgentArgs) -> Result<()> {
         Some(p) => mgrp_service::config::ServiceConfig::load(p)?,
         None => mgrp_service::config::ServiceConfig::default(),
     };
+    crate::signals::catch_hangup();
     let agent = Agent::start(cfg)?;
-    let service = mgrp_service::Service::start(&service_cfg, key_for_service, builder())?;
+    let mut service = mgrp_service::Service::start(&service_cfg, key_for_service, builder())?;
+    let read = agent.counter_reader();
+    service
+        .hub()
+        .set_agent_counters(Box::new(move || match serde_json::to_value(read()) {
+            Ok(serde_json::Value::Object(m)) => m
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, v.as_u64()?)))
+                .collect(),
+            _ => Vec::new(),
+        }));
     let http = match service_cfg.http {
-        Some(addr) => Some(
-            mgrp_service::http::Http::start(addr, service_cfg.token.clone(), service.store())
-                .map_err(anyhow::Error::msg)?,
-        ),
+        Some(addr) => {
+            Some(mgrp_service::http::Http::start(addr, service.hub()).map_err(anyhow::Error::msg)?)
+        }
         None => None,
     };
     if !a.json {
@@ -72,13 +82,19 @@ pub fn run(a: AgentArgs) -> Result<()> {
             }
         );
         if let Some(h) = &http {
-            say!("HTTP API on http://{}/v1/paths", h.local_addr());
+            say!(
+                "HTTP API on http://{0}/v1/paths, dashboard http://{0}/, metrics http://{0}/metrics",
+                h.local_addr()
+            );
         }
     }
     let mut last = agent.counters();
     let mut next = Instant::now() + a.stats_every;
     while !crate::signals::interrupted() {
         std::thread::sleep(Duration::from_millis(100));
+        if crate::signals::take_hangup() {
+            reload(&mut service, a.config.as_deref(), a.json);
+        }
         if !a.stats_every.is_zero() && Instant::now() >= next {
             next += a.stats_every;
             let c = agent.counters();
@@ -89,10 +105,11 @@ pub fn run(a: AgentArgs) -> Result<()> {
         }
     }
     drop(http);
+    let has_paths = !service.config().paths.is_empty();
     let s = service.stop();
     let c = agent.stop();
     print_counters(&c, a.json);
-    if !service_cfg.paths.is_empty() {
+    if has_paths {
         if a.json {
             say!("{}", serde_json::to_string(&s).unwrap_or_default());
         } else {
@@ -108,6 +125,42 @@ pub fn run(a: AgentArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// SIGHUP: read the configuration again and apply what can change without a restart. A file
+/// that does not parse leaves everything as it runs.
+fn reload(service: &mut mgrp_service::Service, path: Option<&std::path::Path>, json: bool) {
+    let Some(path) = path else {
+        say!("SIGHUP: no --config to reload");
+        return;
+    };
+    let result = mgrp_service::config::ServiceConfig::load(path)
+        .map_err(anyhow::Error::from)
+        .and_then(|c| service.reload(&c).map_err(anyhow::Error::from));
+    match result {
+        Ok(r) if json => say!("{}", serde_json::json!({ "reload": r }).to_string()),
+        Ok(r) => say!(
+            "reloaded {}: {} schedules started, {} stopped, {} kept{}{}",
+            path.display(),
+            r.started.len(),
+            r.stopped.len(),
+            r.kept,
+            if r.token_changed {
+                ", token changed"
+            } else {
+                ""
+            },
+            if r.need_restart.is_empty() {
+                String::new()
+            } else {
+                format!("; changes to {} need a restart", r.need_restart.join(", "))
+            }
+        ),
+        Err(e) => say!(
+            "reload of {} failed, nothing changed: {e:#}",
+            path.display()
+        ),
+    }
 }
 
 /// Estimators by method name for the schedules; the first round of a method that needs the

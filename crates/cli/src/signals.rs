@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static HANGUP: AtomicBool = AtomicBool::new(false);
 
 /// Ctrl-C, SIGTERM, or nobody left reading our output.
 pub fn interrupted() -> bool {
@@ -25,4 +26,25 @@ pub fn catch_signals() {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         let _ = unsafe { sigaction(sig, &act) };
     }
+}
+
+extern "C" fn on_hangup(_: libc::c_int) {
+    HANGUP.store(true, Ordering::Relaxed);
+}
+
+/// Turn SIGHUP into a flag (the agent reloads its configuration).
+pub fn catch_hangup() {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let act = SigAction::new(
+        SigHandler::Handler(on_hangup),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    let _ = unsafe { sigaction(Signal::SIGHUP, &act) };
+}
+
+/// Was SIGHUP received since the last call?
+pub fn take_hangup() -> bool {
+    HANGUP.swap(false, Ordering::Relaxed)
 }

@@ -165,6 +165,12 @@ impl Agent {
         self.shared.counters.snapshot()
     }
 
+    /// A reader of the counters that outlives this borrow (for a metrics endpoint).
+    pub fn counter_reader(&self) -> impl Fn() -> CounterSnapshot + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move || shared.counters.snapshot()
+    }
+
     /// Number of live sessions.
     pub fn sessions(&self) -> usize {
         self.shared.sessions.lock().map(|s| s.len()).unwrap_or(0)

@@ -113,6 +113,11 @@ impl Session {
         self.udp.local_addr().ok()
     }
 
+    /// The control connection's smoothed RTT and its mean deviation, from the kernel.
+    pub fn control_rtt(&self) -> Option<(Duration, Duration)> {
+        self.ctrl.tcp_rtt()
+    }
+
     pub fn session_id(&self) -> u32 {
         self.session
     }

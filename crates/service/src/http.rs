@@ -1,28 +1,45 @@
-//! The agent's HTTP API (axum) over the store: paths, the current estimate, history at a time
-//! scale. Loopback clients need nothing; any other client needs `Authorization: Bearer TOKEN`.
-//! Errors are JSON `{"error": "..."}` with a 4xx status that says whose fault it is.
+//! The agent's HTTP API (axum), documented in `openapi.yaml`: paths, schedules, the current
+//! estimate (measured on demand when stale), history at a time scale, raw records, event
+//! subscriptions (SSE), Prometheus metrics, and the dashboard. Loopback clients need nothing;
+//! any other client needs `Authorization: Bearer TOKEN` (or `?access_token=` where a header
+//! cannot be set). Errors are JSON `{"error": "..."}` with a status that says whose fault it is.
 
+use crate::watch::{Conditions, Watch};
+use crate::{Hub, PathState};
 use axum::extract::{ConnectInfo, Query, Request, State};
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
+use axum::response::sse::{self, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use mgrp_store::Store;
+use mgrp_store::{EstimateStore, Record};
 use serde::Deserialize;
+use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
 
-#[derive(Clone)]
-struct AppState {
-    store: Arc<Mutex<Store>>,
-    token: Option<Arc<str>>,
+mod assets {
+    include!(concat!(env!("OUT_DIR"), "/dashboard.rs"));
 }
+
+/// The API's description, served at /v1/openapi.yaml.
+pub const OPENAPI: &str = include_str!("../openapi.yaml");
+
+type AppState = Arc<Hub>;
 
 fn error(status: StatusCode, why: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({ "error": why.into() }))).into_response()
+}
+
+/// Static files carry no data: anyone who can reach the agent may load the page and the spec.
+fn is_public(path: &str) -> bool {
+    path == "/" || path.starts_with("/dashboard/") || path == "/v1/openapi.yaml"
 }
 
 async fn auth(
@@ -31,15 +48,23 @@ async fn auth(
     req: Request,
     next: Next,
 ) -> Response {
-    if peer.ip().is_loopback() {
+    if peer.ip().is_loopback() || is_public(req.uri().path()) {
         return next.run(req).await;
     }
-    let given = req
+    let header = req
         .headers()
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match (&st.token, given) {
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_string);
+    // EventSource cannot set headers: accept the token as a query parameter too.
+    let query = req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("access_token="))
+            .map(str::to_string)
+    });
+    let given = header.or(query);
+    match (&st.token(), given.as_deref()) {
         (Some(t), Some(g)) if constant_time_eq(t.as_bytes(), g.as_bytes()) => next.run(req).await,
         (None, _) => error(
             StatusCode::UNAUTHORIZED,
@@ -56,19 +81,47 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+// Every field is a string, parsed by hand, so a bad value gets a message of ours.
 #[derive(Deserialize)]
-struct SeriesQuery {
+struct EstimateQuery {
     path: Option<String>,
+    peer: Option<String>,
     metric: Option<String>,
+    max_age: Option<String>,
+    wait: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct HistoryQuery {
     path: Option<String>,
+    peer: Option<String>,
     metric: Option<String>,
     step: Option<String>,
     count: Option<String>,
     end_ns: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RecordsQuery {
+    path: Option<String>,
+    peer: Option<String>,
+    metric: Option<String>,
+    from_ns: Option<String>,
+    to_ns: Option<String>,
+    limit: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    path: Option<String>,
+    peer: Option<String>,
+    metric: Option<String>,
+    below: Option<String>,
+    rise_pct: Option<String>,
+    fall_pct: Option<String>,
+    change_pct: Option<String>,
+    #[allow(dead_code)]
+    access_token: Option<String>,
 }
 
 /// A refusal: its status and the reason, sent as `{"error": reason}`.
@@ -88,9 +141,18 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
     ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
 }
 
-fn required(v: Option<String>, name: &str) -> Result<String, ApiError> {
-    v.filter(|s| !s.is_empty())
-        .ok_or_else(|| bad(format!("missing parameter `{name}`")))
+const METRICS: [&str; 4] = ["avail_bw", "capacity", "rtt", "loss"];
+
+fn metric(m: Option<String>) -> Result<String, ApiError> {
+    let m = m.unwrap_or_else(|| "avail_bw".into());
+    if METRICS.contains(&m.as_str()) {
+        Ok(m)
+    } else {
+        Err(bad(format!(
+            "unknown metric {m:?}: use {}",
+            METRICS.join(", ")
+        )))
+    }
 }
 
 fn unknown(path: &str, metric: &str) -> ApiError {
@@ -100,15 +162,80 @@ fn unknown(path: &str, metric: &str) -> ApiError {
     )
 }
 
+fn lock(st: &Hub) -> Result<std::sync::MutexGuard<'_, Box<dyn EstimateStore>>, ApiError> {
+    st.store
+        .lock()
+        .map_err(|_| internal("the store's lock is poisoned"))
+}
+
+/// The path a request names: by `path`, or by `peer` for a scheduled path, with its schedule
+/// if this agent runs one. `path` is `None` when the schedule has not connected yet.
+struct Target {
+    path: Option<String>,
+    sched: Option<Arc<PathState>>,
+}
+
+impl Target {
+    fn resolve(st: &Hub, path: Option<String>, peer: Option<String>) -> Result<Target, ApiError> {
+        let path = path.filter(|s| !s.is_empty());
+        let peer = peer.filter(|s| !s.is_empty());
+        match (path, peer) {
+            (Some(_), Some(_)) => Err(bad("give `path` or `peer`, not both")),
+            (None, None) => Err(bad("missing parameter `path` (SRC->DST) or `peer`")),
+            (Some(p), None) => {
+                if p.len() > 200 {
+                    return Err(bad("path longer than 200 bytes"));
+                }
+                let sched = st.find_path(Some(&p), None);
+                Ok(Target {
+                    path: Some(p),
+                    sched,
+                })
+            }
+            (None, Some(peer)) => match st.find_path(None, Some(&peer)) {
+                Some(s) => Ok(Target {
+                    path: s.name(),
+                    sched: Some(s),
+                }),
+                None => Err(ApiError(
+                    StatusCode::NOT_FOUND,
+                    format!("no schedule for peer {peer:?} (see /v1/schedules)"),
+                )),
+            },
+        }
+    }
+
+    /// Is `r` an estimate of this path?
+    fn matches(&self, r: &Record) -> bool {
+        self.path.as_deref() == Some(r.path.as_str())
+            || self
+                .sched
+                .as_ref()
+                .is_some_and(|s| s.name().as_deref() == Some(r.path.as_str()))
+    }
+
+    fn known(&self, st: &Hub, metric: &str) -> Result<String, ApiError> {
+        let label = self.path.clone().unwrap_or_else(|| {
+            self.sched
+                .as_ref()
+                .map_or("?".into(), |s| s.sched.peer.to_string())
+        });
+        let Some(p) = &self.path else {
+            return Err(unknown(&label, metric));
+        };
+        let known = lock(st)?.series().map_err(internal)?;
+        if known.iter().any(|(kp, m)| kp == p && m == metric) {
+            Ok(p.clone())
+        } else {
+            Err(unknown(p, metric))
+        }
+    }
+}
+
 type ApiResult = Result<Response, ApiError>;
 
 async fn paths(State(st): State<AppState>) -> ApiResult {
-    let v = st
-        .store
-        .lock()
-        .map_err(internal)?
-        .series()
-        .map_err(internal)?;
+    let v = lock(&st)?.series().map_err(internal)?;
     Ok(Json(
         v.into_iter()
             .map(|(path, metric)| serde_json::json!({ "path": path, "metric": metric }))
@@ -117,19 +244,91 @@ async fn paths(State(st): State<AppState>) -> ApiResult {
     .into_response())
 }
 
-async fn estimate(State(st): State<AppState>, Query(q): Query<SeriesQuery>) -> ApiResult {
-    let path = required(q.path, "path")?;
-    let metric = q.metric.unwrap_or_else(|| "avail_bw".into());
-    let s = st.store.lock().map_err(internal)?;
-    match s.latest(&path, &metric).map_err(internal)? {
-        Some(r) => Ok(Json(r).into_response()),
-        None => Err(unknown(&path, &metric)),
+async fn schedules(State(st): State<AppState>) -> ApiResult {
+    Ok(Json(st.paths().iter().map(|p| p.view()).collect::<Vec<_>>()).into_response())
+}
+
+fn duration(name: &str, v: &str, max: Duration) -> Result<Duration, ApiError> {
+    let d = mgrp_traffic::units::parse_duration(v).map_err(|e| bad(format!("{name}: {e}")))?;
+    if d > max {
+        return Err(bad(format!("{name}: at most {}s", max.as_secs())));
+    }
+    Ok(d)
+}
+
+async fn estimate(State(st): State<AppState>, Query(q): Query<EstimateQuery>) -> ApiResult {
+    let metric = metric(q.metric)?;
+    let target = Target::resolve(&st, q.path, q.peer)?;
+    let max_age = match q.max_age.as_deref() {
+        Some(v) => Some(duration("max_age", v, Duration::from_secs(30 * 86_400))?),
+        None => None,
+    };
+    let wait = duration(
+        "wait",
+        q.wait.as_deref().unwrap_or("20s"),
+        Duration::from_secs(120),
+    )?;
+    let now = mgrp_clock::realtime_ns();
+    let latest = match &target.path {
+        Some(p) => lock(&st)?.latest(p, &metric).map_err(internal)?,
+        None => None,
+    };
+    let fresh =
+        |r: &Record| max_age.is_none_or(|a| now.saturating_sub(r.t_ns) <= a.as_nanos() as u64);
+    if let Some(r) = latest.as_ref().filter(|r| fresh(r)) {
+        return Ok(Json(r).into_response());
+    }
+    let label = target.path.clone().unwrap_or_default();
+    if max_age.is_none() {
+        return Err(unknown(&label, &metric));
+    }
+    let Some(sched) = target.sched.clone() else {
+        let why = match &latest {
+            Some(r) => format!(
+                "the newest {metric} estimate of {label:?} is {:.1} s old and this agent does not schedule that path, so it cannot measure it now",
+                now.saturating_sub(r.t_ns) as f64 / 1e9
+            ),
+            None => format!("no {metric} estimates for {label:?} and no schedule to measure it"),
+        };
+        return Err(ApiError(StatusCode::CONFLICT, why));
+    };
+    // Listen before ringing, so the answer cannot slip past.
+    let mut rx = st.subscribe();
+    let skipped0 = sched.counters().skipped_for_budget;
+    sched.measure_now();
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Ok(r)) if r.t_ns >= now && target.matches(&r) => {
+                if r.metric == metric {
+                    return Ok(Json(&*r).into_response());
+                }
+                // A round that measured something else (the capacity a method needs first):
+                // ask for the next one.
+                sched.measure_now();
+            }
+            Ok(Ok(_)) | Ok(Err(RecvError::Lagged(_))) => {}
+            Ok(Err(RecvError::Closed)) => return Err(internal("the agent is stopping")),
+            Err(_) => {
+                let why = if sched.counters().skipped_for_budget > skipped0 {
+                    "the path's probe byte budget for this minute is spent".to_string()
+                } else {
+                    sched
+                        .view()
+                        .last_error
+                        .unwrap_or_else(|| "the measurement did not finish in time".into())
+                };
+                return Err(ApiError(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!("no new {metric} estimate within {wait:?}: {why}"),
+                ));
+            }
+        }
     }
 }
 
 async fn history(State(st): State<AppState>, Query(q): Query<HistoryQuery>) -> ApiResult {
-    let path = required(q.path, "path")?;
-    let metric = q.metric.unwrap_or_else(|| "avail_bw".into());
+    let metric = metric(q.metric)?;
     let step = mgrp_traffic::units::parse_duration(q.step.as_deref().unwrap_or("60s"))
         .map_err(|e| bad(format!("step: {e}")))?;
     let count: usize = q
@@ -144,16 +343,199 @@ async fn history(State(st): State<AppState>, Query(q): Query<HistoryQuery>) -> A
             .map_err(|_| bad("end_ns must be Unix nanoseconds"))?,
         None => mgrp_clock::realtime_ns(),
     };
-    let s = st.store.lock().map_err(internal)?;
-    let known = s.series().map_err(internal)?;
-    if !known.iter().any(|(p, m)| *p == path && *m == metric) {
-        return Err(unknown(&path, &metric));
-    }
-    match s.scale(&path, &metric, step, count, end_ns) {
+    let target = Target::resolve(&st, q.path, q.peer)?;
+    let path = target.known(&st, &metric)?;
+    match lock(&st)?.scale(&path, &metric, step, count, end_ns) {
         Ok(a) => Ok(Json(a).into_response()),
         Err(mgrp_store::Error::BadInput(why)) => Err(bad(why)),
         Err(e) => Err(internal(e)),
     }
+}
+
+fn ns(name: &str, v: Option<&str>, default: u64) -> Result<u64, ApiError> {
+    match v {
+        Some(v) => v
+            .parse()
+            .map_err(|_| bad(format!("{name} must be Unix nanoseconds"))),
+        None => Ok(default),
+    }
+}
+
+async fn records(State(st): State<AppState>, Query(q): Query<RecordsQuery>) -> ApiResult {
+    let metric = metric(q.metric)?;
+    let to = ns("to_ns", q.to_ns.as_deref(), mgrp_clock::realtime_ns())?;
+    let from = ns(
+        "from_ns",
+        q.from_ns.as_deref(),
+        to.saturating_sub(3_600_000_000_000),
+    )?;
+    if from > to {
+        return Err(bad("from_ns is after to_ns"));
+    }
+    let limit: usize = q
+        .limit
+        .as_deref()
+        .unwrap_or("10000")
+        .parse()
+        .ok()
+        .filter(|n| (1..=100_000).contains(n))
+        .ok_or_else(|| bad("limit must be 1..=100000"))?;
+    let target = Target::resolve(&st, q.path, q.peer)?;
+    let path = target.known(&st, &metric)?;
+    let v = lock(&st)?
+        .range(&path, &metric, from, to, limit)
+        .map_err(internal)?;
+    Ok(Json(v).into_response())
+}
+
+fn pct(name: &str, v: Option<&str>) -> Result<Option<f64>, ApiError> {
+    match v {
+        None => Ok(None),
+        Some(v) => match v.parse::<f64>() {
+            Ok(x) if x > 0.0 && x.is_finite() => Ok(Some(x)),
+            _ => Err(bad(format!("{name} must be a positive number of percent"))),
+        },
+    }
+}
+
+/// A subscription's open connection; counted while it lasts.
+struct Subscription {
+    hub: Arc<Hub>,
+    rx: tokio::sync::broadcast::Receiver<Arc<Record>>,
+    target: Target,
+    metric: String,
+    watch: Watch,
+    pending: VecDeque<sse::Event>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.hub.subscribers.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn events(
+    State(st): State<AppState>,
+    Query(q): Query<EventsQuery>,
+) -> Result<Sse<impl futures_util::Stream<Item = Result<sse::Event, Infallible>>>, ApiError> {
+    let metric = metric(q.metric)?;
+    let below = match q.below.as_deref() {
+        None => None,
+        Some(v) => Some(threshold(&metric, v)?),
+    };
+    let change = pct("change_pct", q.change_pct.as_deref())?;
+    let fall = pct("fall_pct", q.fall_pct.as_deref())?.or(change);
+    if fall.is_some_and(|f| f > 100.0) {
+        return Err(bad("fall_pct above 100 can never happen"));
+    }
+    let cond = Conditions {
+        below,
+        rise_pct: pct("rise_pct", q.rise_pct.as_deref())?.or(change),
+        fall_pct: fall,
+    };
+    let target = Target::resolve(&st, q.path, q.peer)?;
+    if target.sched.is_none() {
+        target.known(&st, &metric)?;
+    }
+    st.subscribers.fetch_add(1, Ordering::Relaxed);
+    let sub = Subscription {
+        rx: st.subscribe(),
+        hub: st.clone(),
+        target,
+        metric,
+        watch: Watch::new(cond),
+        pending: VecDeque::new(),
+    };
+    let stream = futures_util::stream::unfold(sub, |mut s| async move {
+        loop {
+            if let Some(e) = s.pending.pop_front() {
+                return Some((Ok(e), s));
+            }
+            match s.rx.recv().await {
+                Ok(r) if r.metric == s.metric && s.target.matches(&r) => {
+                    for ev in s.watch.on_record(&r) {
+                        let data = serde_json::to_string(&ev).unwrap_or_default();
+                        s.pending
+                            .push_back(sse::Event::default().event(ev.kind.name()).data(data));
+                    }
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(n)) => {
+                    s.hub.events_lagged.fetch_add(n, Ordering::Relaxed);
+                    let data = serde_json::json!({ "missed": n }).to_string();
+                    s.pending
+                        .push_back(sse::Event::default().event("lagged").data(data));
+                }
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// A threshold in the metric's unit; bandwidths also as `5mbit`.
+fn threshold(metric: &str, v: &str) -> Result<f64, ApiError> {
+    if let Ok(x) = v.parse::<f64>() {
+        if x.is_finite() && x >= 0.0 {
+            return Ok(x);
+        }
+    }
+    if matches!(metric, "avail_bw" | "capacity") {
+        if let Ok(x) = mgrp_traffic::units::parse_rate(v) {
+            return Ok(x as f64);
+        }
+    }
+    Err(bad(format!(
+        "below: {v:?} is not a number{}",
+        if matches!(metric, "avail_bw" | "capacity") {
+            " or a rate like 5mbit"
+        } else {
+            ""
+        }
+    )))
+}
+
+async fn metrics(State(st): State<AppState>) -> ApiResult {
+    let text = crate::metrics::render(&st, mgrp_clock::realtime_ns()).map_err(internal)?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI).into_response()
+}
+
+fn content_type(name: &str) -> &'static str {
+    match name.rsplit('.').next().unwrap_or("") {
+        "html" => "text/html; charset=utf-8",
+        "js" | "mjs" => "text/javascript; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "json" => "application/json",
+        _ => "text/plain; charset=utf-8",
+    }
+}
+
+fn asset(name: &str) -> Response {
+    match assets::FILES.iter().find(|(n, _)| *n == name) {
+        Some((n, bytes)) => ([(header::CONTENT_TYPE, content_type(n))], *bytes).into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no dashboard file {name:?}")),
+    }
+}
+
+async fn dashboard_index() -> Response {
+    asset("index.html")
+}
+
+async fn dashboard_file(axum::extract::Path(name): axum::extract::Path<String>) -> Response {
+    asset(&name)
 }
 
 /// The HTTP server, on its own thread and runtime; stopped (gracefully) on drop.
@@ -164,11 +546,7 @@ pub struct Http {
 }
 
 impl Http {
-    pub fn start(
-        listen: SocketAddr,
-        token: Option<String>,
-        store: Arc<Mutex<Store>>,
-    ) -> Result<Http, String> {
+    pub fn start(listen: SocketAddr, hub: Arc<Hub>) -> Result<Http, String> {
         let std_listener = std::net::TcpListener::bind(listen)
             .map_err(|e| format!("HTTP API: cannot listen on {listen}: {e}"))?;
         std_listener
@@ -177,18 +555,22 @@ impl Http {
         let addr = std_listener
             .local_addr()
             .map_err(|e| format!("HTTP API: {e}"))?;
-        let state = AppState {
-            store,
-            token: token.map(Into::into),
-        };
+        let state = hub;
         let app = Router::new()
+            .route("/", get(dashboard_index))
+            .route("/dashboard/{*file}", get(dashboard_file))
             .route("/v1/paths", get(paths))
+            .route("/v1/schedules", get(schedules))
             .route("/v1/estimate", get(estimate))
             .route("/v1/history", get(history))
+            .route("/v1/records", get(records))
+            .route("/v1/events", get(events))
+            .route("/v1/openapi.yaml", get(openapi))
+            .route("/metrics", get(metrics))
             .fallback(|| async {
                 error(
                     StatusCode::NOT_FOUND,
-                    "no such endpoint: see /v1/paths, /v1/estimate, /v1/history",
+                    "no such endpoint: see /v1/openapi.yaml",
                 )
             })
             .layer(middleware::from_fn_with_state(state.clone(), auth))

@@ -3,6 +3,8 @@
 
 pub mod config;
 pub mod http;
+pub mod metrics;
+pub mod watch;
 
 use config::{PathSchedule, ServiceConfig};
 use mgrp_engine::auth::Key;
@@ -10,11 +12,12 @@ use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::{Estimate, Estimator, TrainObs, TrainReq};
-use mgrp_store::{Durability, Record, Store};
+use mgrp_store::{Durability, EstimateStore, Record, Store};
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -59,6 +62,9 @@ pub struct Budgeted<'a> {
     inner: &'a mut dyn Estimator,
     remaining: u64,
     exhausted: bool,
+    /// Probes sent and lost in the trains it passed on (the measurement's probe loss).
+    pub probes_sent: u64,
+    pub probes_lost: u64,
 }
 
 impl<'a> Budgeted<'a> {
@@ -67,6 +73,8 @@ impl<'a> Budgeted<'a> {
             inner,
             remaining: allowance,
             exhausted: false,
+            probes_sent: 0,
+            probes_lost: 0,
         }
     }
 
@@ -89,6 +97,8 @@ impl Estimator for Budgeted<'_> {
         Some(t)
     }
     fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+        self.probes_sent += obs.probes.iter().filter(|p| p.sent_ns.is_some()).count() as u64;
+        self.probes_lost += obs.lost() as u64;
         self.inner.handle_train(now_ns, obs)
     }
     fn estimate(&self) -> Option<Estimate> {
@@ -105,79 +115,399 @@ impl Estimator for Budgeted<'_> {
     }
 }
 
+/// A shared store of estimates (any backend).
+pub type SharedStore = Arc<Mutex<Box<dyn EstimateStore>>>;
+
+/// Estimates published to subscribers; a subscriber that falls this far behind is told how
+/// many it missed.
+const EVENT_BUFFER: usize = 1024;
+
+/// What the schedulers, the HTTP API and the metrics share: the store, the feed of new
+/// estimates, the schedules' states, the API token.
+pub struct Hub {
+    store: SharedStore,
+    events: tokio::sync::broadcast::Sender<Arc<Record>>,
+    paths: RwLock<Vec<Arc<PathState>>>,
+    token: RwLock<Option<Arc<str>>>,
+    /// Live subscriptions (SSE clients).
+    pub subscribers: AtomicU64,
+    /// Estimates that subscribers missed because they fell behind.
+    pub events_lagged: AtomicU64,
+    /// Counters of the probe-answering agent for /metrics, if the host runs one.
+    agent_counters: RwLock<Option<AgentCounters>>,
+}
+
+/// Named counters of another component, read at scrape time.
+pub type AgentCounters = Box<dyn Fn() -> Vec<(String, u64)> + Send + Sync>;
+
+impl Hub {
+    pub fn new(store: Box<dyn EstimateStore>, token: Option<String>) -> Arc<Hub> {
+        Arc::new(Hub {
+            store: Arc::new(Mutex::new(store)),
+            events: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
+            paths: RwLock::new(Vec::new()),
+            token: RwLock::new(token.map(Into::into)),
+            subscribers: AtomicU64::new(0),
+            events_lagged: AtomicU64::new(0),
+            agent_counters: RwLock::new(None),
+        })
+    }
+
+    pub fn store(&self) -> SharedStore {
+        self.store.clone()
+    }
+
+    /// Store estimates (one transaction), then tell subscribers.
+    pub fn publish(&self, recs: &[Record]) -> Result<(), String> {
+        self.store
+            .lock()
+            .map_err(|_| "the store's lock is poisoned".to_string())?
+            .insert(recs)
+            .map_err(|e| e.to_string())?;
+        for r in recs {
+            // No subscriber is not an error.
+            let _ = self.events.send(Arc::new(r.clone()));
+        }
+        Ok(())
+    }
+
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<Record>> {
+        self.events.subscribe()
+    }
+
+    /// The schedules now running.
+    pub fn paths(&self) -> Vec<Arc<PathState>> {
+        self.paths.read().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    pub fn token(&self) -> Option<Arc<str>> {
+        self.token.read().ok().and_then(|t| t.clone())
+    }
+
+    fn set_token(&self, t: Option<String>) {
+        if let Ok(mut g) = self.token.write() {
+            *g = t.map(Into::into);
+        }
+    }
+
+    pub fn set_agent_counters(&self, f: AgentCounters) {
+        if let Ok(mut g) = self.agent_counters.write() {
+            *g = Some(f);
+        }
+    }
+
+    pub fn agent_counters(&self) -> Vec<(String, u64)> {
+        self.agent_counters
+            .read()
+            .ok()
+            .and_then(|g| g.as_ref().map(|f| f()))
+            .unwrap_or_default()
+    }
+
+    /// The schedule that measures `path` (`SRC->DST`) or `peer` (`IP` or `IP:PORT`).
+    pub fn find_path(&self, path: Option<&str>, peer: Option<&str>) -> Option<Arc<PathState>> {
+        self.paths().into_iter().find(|p| {
+            let dst = p.sched.peer.ip().to_string();
+            let by_path = path.is_some_and(|want| {
+                p.name().as_deref() == Some(want)
+                    || want.rsplit_once("->").is_some_and(|(_, d)| d == dst)
+            });
+            let by_peer = peer.is_some_and(|want| {
+                want == dst || want.parse::<SocketAddr>().ok() == Some(p.sched.peer)
+            });
+            by_path || by_peer
+        })
+    }
+}
+
+/// A running schedule as others see it: its configuration, counters, name once connected,
+/// last error, and the "measure now" bell.
+pub struct PathState {
+    pub sched: PathSchedule,
+    counters: Counters,
+    name: Mutex<Option<String>>,
+    last_ns: AtomicU64,
+    last_error: Mutex<Option<String>>,
+    wake: AtomicBool,
+    stop: AtomicBool,
+}
+
+/// A schedule's view for the API.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScheduleView {
+    pub peer: String,
+    pub path: Option<String>,
+    pub method: String,
+    pub every_s: f64,
+    pub budget_bytes_per_min: u64,
+    pub last_ns: Option<u64>,
+    pub last_error: Option<String>,
+    pub counters: CounterSnapshot,
+}
+
+impl PathState {
+    fn new(sched: PathSchedule) -> PathState {
+        PathState {
+            sched,
+            counters: Counters::default(),
+            name: Mutex::new(None),
+            last_ns: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+            wake: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// `SRC->DST` once the first session is up.
+    pub fn name(&self) -> Option<String> {
+        self.name.lock().ok().and_then(|n| n.clone())
+    }
+
+    /// Measure at once instead of at the next scheduled time (the budget still holds).
+    pub fn measure_now(&self) {
+        self.wake.store(true, Ordering::Relaxed);
+    }
+
+    pub fn counters(&self) -> CounterSnapshot {
+        self.counters.snapshot()
+    }
+
+    pub fn view(&self) -> ScheduleView {
+        let last = self.last_ns.load(Ordering::Relaxed);
+        ScheduleView {
+            peer: self.sched.peer.to_string(),
+            path: self.name(),
+            method: self.sched.method.clone(),
+            every_s: self.sched.every.as_secs_f64(),
+            budget_bytes_per_min: self.sched.budget,
+            last_ns: (last > 0).then_some(last),
+            last_error: self.last_error.lock().ok().and_then(|e| e.clone()),
+            counters: self.counters(),
+        }
+    }
+
+    /// Count an error and say it on stderr — once, until a different one comes, so a peer that
+    /// stays down does not flood the log.
+    fn fail(&self, why: &str) {
+        self.counters.errors.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut last) = self.last_error.lock() {
+            if last.as_deref() != Some(why) {
+                eprintln!(
+                    "mgrp agent: path to {} ({}): {why}",
+                    self.sched.peer, self.sched.method
+                );
+                *last = Some(why.to_string());
+            }
+        }
+    }
+
+    fn ok(&self) {
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = None;
+        }
+    }
+}
+
+impl Counters {
+    fn snapshot(&self) -> CounterSnapshot {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        CounterSnapshot {
+            measurements: g(&self.measurements),
+            estimates_stored: g(&self.estimates_stored),
+            skipped_for_budget: g(&self.skipped_for_budget),
+            cut_by_budget: g(&self.cut_by_budget),
+            errors: g(&self.errors),
+            probe_bytes: g(&self.probe_bytes),
+        }
+    }
+}
+
+impl std::ops::Add for CounterSnapshot {
+    type Output = CounterSnapshot;
+    fn add(self, o: CounterSnapshot) -> CounterSnapshot {
+        CounterSnapshot {
+            measurements: self.measurements + o.measurements,
+            estimates_stored: self.estimates_stored + o.estimates_stored,
+            skipped_for_budget: self.skipped_for_budget + o.skipped_for_budget,
+            cut_by_budget: self.cut_by_budget + o.cut_by_budget,
+            errors: self.errors + o.errors,
+            probe_bytes: self.probe_bytes + o.probe_bytes,
+        }
+    }
+}
+
+/// What a reload changed, and what it could not change without a restart.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct ReloadReport {
+    pub started: Vec<String>,
+    pub stopped: Vec<String>,
+    pub kept: usize,
+    pub token_changed: bool,
+    /// Settings that differ but only take effect at the next start.
+    pub need_restart: Vec<String>,
+}
+
+struct Running {
+    state: Arc<PathState>,
+    thread: JoinHandle<()>,
+}
+
 pub struct Service {
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
-    store: Arc<Mutex<Store>>,
-    counters: Arc<Counters>,
+    hub: Arc<Hub>,
+    cfg: ServiceConfig,
+    key: Key,
+    build: Builder,
+    pacer: Option<Arc<Pacer>>,
+    running: Vec<Running>,
+    /// Counters of schedules stopped by reloads, so totals never go backwards.
+    retired: CounterSnapshot,
+}
+
+/// Open the store a configuration names.
+pub fn open_store(cfg: &ServiceConfig) -> Result<Box<dyn EstimateStore>, Error> {
+    Ok(match &cfg.store {
+        Some(p) => Box::new(Store::open(p, Durability::Process, cfg.retention)?),
+        None => Box::new(Store::in_memory(cfg.retention)?),
+    })
 }
 
 impl Service {
     /// Open the store and start one scheduler thread per configured path.
     pub fn start(cfg: &ServiceConfig, key: Key, build: Builder) -> Result<Service, Error> {
-        let store = match &cfg.store {
-            Some(p) => Store::open(p, Durability::Process, cfg.retention)?,
-            None => Store::in_memory(cfg.retention)?,
+        let hub = Hub::new(open_store(cfg)?, cfg.token.clone());
+        let mut svc = Service {
+            hub,
+            cfg: cfg.clone(),
+            key,
+            build,
+            pacer: None,
+            running: Vec::new(),
+            retired: CounterSnapshot::default(),
         };
-        let store = Arc::new(Mutex::new(store));
-        let stop = Arc::new(AtomicBool::new(false));
-        let counters = Arc::new(Counters::default());
-        let mut threads = Vec::new();
-        if !cfg.paths.is_empty() {
-            let pacer = Arc::new(Pacer::spawn()?);
-            for p in &cfg.paths {
-                let (p, key, build) = (p.clone(), key.clone(), build.clone());
-                let (stop, store, counters, pacer) =
-                    (stop.clone(), store.clone(), counters.clone(), pacer.clone());
-                threads.push(
-                    std::thread::Builder::new()
-                        .name(format!("sched-{}", p.peer))
-                        .spawn(move || {
-                            keep_fresh(&p, &key, &build, &pacer, &store, &counters, &stop)
-                        })
-                        .map_err(|e| {
-                            mgrp_engine::Error::BadInput(format!("scheduler thread: {e}"))
-                        })?,
-                );
+        for p in &cfg.paths {
+            svc.start_path(p.clone())?;
+        }
+        Ok(svc)
+    }
+
+    fn start_path(&mut self, p: PathSchedule) -> Result<(), Error> {
+        let pacer = match &self.pacer {
+            Some(p) => p.clone(),
+            None => self.pacer.insert(Arc::new(Pacer::spawn()?)).clone(),
+        };
+        let state = Arc::new(PathState::new(p.clone()));
+        let (key, build, hub, st) = (
+            self.key.clone(),
+            self.build.clone(),
+            self.hub.clone(),
+            state.clone(),
+        );
+        let thread = std::thread::Builder::new()
+            .name(format!("sched-{}", p.peer))
+            .spawn(move || keep_fresh(&st, &key, &build, &pacer, &hub))
+            .map_err(|e| mgrp_engine::Error::BadInput(format!("scheduler thread: {e}")))?;
+        self.running.push(Running { state, thread });
+        self.publish_paths();
+        Ok(())
+    }
+
+    fn publish_paths(&self) {
+        if let Ok(mut g) = self.hub.paths.write() {
+            *g = self.running.iter().map(|r| r.state.clone()).collect();
+        }
+    }
+
+    pub fn hub(&self) -> Arc<Hub> {
+        self.hub.clone()
+    }
+
+    pub fn store(&self) -> SharedStore {
+        self.hub.store()
+    }
+
+    pub fn config(&self) -> &ServiceConfig {
+        &self.cfg
+    }
+
+    /// Totals over all schedules, including those stopped by reloads.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.running
+            .iter()
+            .fold(self.retired, |acc, r| acc + r.state.counters())
+    }
+
+    /// Apply a new configuration without a restart: schedules that changed are stopped and
+    /// started anew, unchanged ones keep running (and their history of bytes spent), the token
+    /// is replaced. Store, retention and the HTTP address need a restart; the report says so.
+    pub fn reload(&mut self, new: &ServiceConfig) -> Result<ReloadReport, Error> {
+        let mut rep = ReloadReport::default();
+        if new.store != self.cfg.store {
+            rep.need_restart.push("store".into());
+        }
+        if new.retention != self.cfg.retention {
+            rep.need_restart.push("retention".into());
+        }
+        if new.http != self.cfg.http {
+            rep.need_restart.push("http".into());
+        }
+        if new.token != self.cfg.token {
+            self.hub.set_token(new.token.clone());
+            rep.token_changed = true;
+        }
+        let (keep, stop): (Vec<Running>, Vec<Running>) = std::mem::take(&mut self.running)
+            .into_iter()
+            .partition(|r| new.paths.contains(&r.state.sched));
+        self.running = keep;
+        self.publish_paths();
+        for r in &stop {
+            r.state.stop.store(true, Ordering::Relaxed);
+        }
+        for r in stop {
+            let _ = r.thread.join();
+            self.retired = self.retired + r.state.counters();
+            rep.stopped.push(describe(&r.state.sched));
+        }
+        rep.kept = self.running.len();
+        for p in &new.paths {
+            if !self.running.iter().any(|r| r.state.sched == *p) {
+                self.start_path(p.clone())?;
+                rep.started.push(describe(p));
             }
         }
-        Ok(Service {
-            stop,
-            threads,
-            store,
-            counters,
-        })
-    }
-
-    pub fn store(&self) -> Arc<Mutex<Store>> {
-        self.store.clone()
-    }
-
-    pub fn counters(&self) -> CounterSnapshot {
-        let c = &self.counters;
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        CounterSnapshot {
-            measurements: g(&c.measurements),
-            estimates_stored: g(&c.estimates_stored),
-            skipped_for_budget: g(&c.skipped_for_budget),
-            cut_by_budget: g(&c.cut_by_budget),
-            errors: g(&c.errors),
-            probe_bytes: g(&c.probe_bytes),
-        }
+        let (store, retention, http) = (self.cfg.store.clone(), self.cfg.retention, self.cfg.http);
+        self.cfg = new.clone();
+        // What was not applied stays as it runs.
+        self.cfg.store = store;
+        self.cfg.retention = retention;
+        self.cfg.http = http;
+        Ok(rep)
     }
 
     /// Stop the schedulers (each after its current train) and wait for them.
     pub fn stop(mut self) -> CounterSnapshot {
         self.halt();
-        self.counters()
+        self.retired
     }
 
     fn halt(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        for r in &self.running {
+            r.state.stop.store(true, Ordering::Relaxed);
+        }
+        for r in self.running.drain(..) {
+            let _ = r.thread.join();
+            self.retired = self.retired + r.state.counters();
+        }
+        if let Ok(mut g) = self.hub.paths.write() {
+            g.clear();
         }
     }
+}
+
+fn describe(p: &PathSchedule) -> String {
+    format!(
+        "{} {} every {:?}, {} B/min",
+        p.peer, p.method, p.every, p.budget
+    )
 }
 
 impl Drop for Service {
@@ -186,22 +516,13 @@ impl Drop for Service {
     }
 }
 
-impl Counters {
-    /// Count an error of path `p` and say it on stderr — once, until a different one comes, so a
-    /// peer that stays down does not flood the log.
-    fn fail(&self, p: &PathSchedule, last: &mut String, why: &str) {
-        self.errors.fetch_add(1, Ordering::Relaxed);
-        if why != last {
-            eprintln!("mgrp agent: path to {} ({}): {why}", p.peer, p.method);
-            *last = why.to_string();
-        }
-    }
-}
-
-/// Sleep until `until` in short slices, returning early if told to stop.
-fn nap(until: Instant, stop: &AtomicBool) {
-    while !stop.load(Ordering::Relaxed) && Instant::now() < until {
-        std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
+/// Sleep until `until` in short slices, returning early if told to stop or to measure now.
+fn nap(until: Instant, st: &PathState) {
+    while !st.stop.load(Ordering::Relaxed)
+        && !st.wake.swap(false, Ordering::Relaxed)
+        && Instant::now() < until
+    {
+        std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
     }
 }
 
@@ -223,24 +544,18 @@ fn record(path: &str, metric: &str, source: &str, e: &Estimate) -> Record {
     }
 }
 
-fn keep_fresh(
-    p: &PathSchedule,
-    key: &Key,
-    build: &Builder,
-    pacer: &Arc<Pacer>,
-    store: &Mutex<Store>,
-    c: &Counters,
-    stop: &AtomicBool,
-) {
+fn keep_fresh(st: &PathState, key: &Key, build: &Builder, pacer: &Arc<Pacer>, hub: &Hub) {
+    let p = &st.sched;
+    let c = &st.counters;
+    let stop = &st.stop;
     let mut session: Option<Session> = None;
     let mut capacity: Option<f64> = None;
-    let mut last_error = String::new();
     // Bytes sent in the trailing minute.
     let mut spent: VecDeque<(Instant, u64)> = VecDeque::new();
     let minute = Duration::from_secs(60);
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        nap(next, stop);
+        nap(next, st);
         if stop.load(Ordering::Relaxed) {
             break;
         }
@@ -248,9 +563,18 @@ fn keep_fresh(
         let s = match session.as_mut() {
             Some(s) => s,
             None => match Session::connect(p.peer, key, pacer.clone(), Duration::from_secs(3)) {
-                Ok(s) => session.insert(s),
+                Ok(s) => {
+                    if let Ok(mut n) = st.name.lock() {
+                        *n = Some(format!(
+                            "{}->{}",
+                            s.local().map_or("?".to_string(), |a| a.ip().to_string()),
+                            p.peer.ip()
+                        ));
+                    }
+                    session.insert(s)
+                }
                 Err(e) => {
-                    c.fail(p, &mut last_error, &e.to_string());
+                    st.fail(&e.to_string());
                     continue;
                 }
             },
@@ -266,7 +590,7 @@ fn keep_fresh(
         let mut est = match build(&p.method, capacity) {
             Ok(e) => e,
             Err(e) => {
-                c.fail(p, &mut last_error, &e);
+                st.fail(&e);
                 continue;
             }
         };
@@ -280,30 +604,27 @@ fn keep_fresh(
             || stop.load(Ordering::Relaxed),
             |pr| bytes = pr.probe_bytes,
         );
+        let rtt = s.control_rtt();
         spent.push_back((Instant::now(), bytes));
         c.probe_bytes.fetch_add(bytes, Ordering::Relaxed);
         c.measurements.fetch_add(1, Ordering::Relaxed);
+        st.last_ns
+            .store(mgrp_clock::realtime_ns(), Ordering::Relaxed);
         if bounded.exhausted() {
             c.cut_by_budget.fetch_add(1, Ordering::Relaxed);
         }
         let cap = bounded.capacity();
+        let (sent, lost) = (bounded.probes_sent, bounded.probes_lost);
         let avail = match result {
             Ok(e) => e,
             Err(e) => {
                 // The session is broken: connect again next time.
-                c.fail(p, &mut last_error, &e.to_string());
+                st.fail(&e.to_string());
                 session = None;
                 None
             }
         };
-        let path = format!(
-            "{}->{}",
-            session
-                .as_ref()
-                .and_then(|s| s.local())
-                .map_or("?".to_string(), |a| a.ip().to_string()),
-            p.peer.ip()
-        );
+        let Some(path) = st.name() else { continue };
         let mut recs = Vec::new();
         if let Some(cap) = cap.filter(|e| e.final_) {
             capacity = Some(cap.value_bps);
@@ -313,17 +634,55 @@ fn keep_fresh(
         if let Some(a) = avail.filter(|e| e.final_ && e.quality.method != "capacity") {
             recs.push(record(&path, "avail_bw", "active", &a));
         }
+        if let Some((srtt, var)) = rtt.filter(|_| session.is_some()) {
+            recs.push(scalar(
+                &path,
+                "rtt",
+                "tcp_info",
+                srtt.as_secs_f64(),
+                (
+                    srtt.saturating_sub(var).as_secs_f64(),
+                    (srtt + var).as_secs_f64(),
+                ),
+            ));
+        }
+        if sent > 0 {
+            // Probe loss: the share of this measurement's probes that did not arrive (probe
+            // streams above A may cause some of it themselves).
+            let share = lost as f64 / sent as f64;
+            let mut r = scalar(&path, "loss", &p.method, share, (share, share));
+            r.probe_bytes = bytes;
+            recs.push(r);
+        }
         if !recs.is_empty() {
             let n = recs.len() as u64;
-            match store.lock().map(|mut s| s.insert(&recs)) {
-                Ok(Ok(())) => {
+            match hub.publish(&recs) {
+                Ok(()) => {
                     c.estimates_stored.fetch_add(n, Ordering::Relaxed);
                     // Working again: the next failure is news.
-                    last_error.clear();
+                    st.ok();
                 }
-                Ok(Err(e)) => c.fail(p, &mut last_error, &e.to_string()),
-                Err(_) => c.fail(p, &mut last_error, "the store's lock is poisoned"),
+                Err(e) => st.fail(&e),
             }
         }
+    }
+}
+
+/// A measured quantity that is not an estimator's output (RTT from the kernel, probe loss).
+fn scalar(path: &str, metric: &str, method: &str, value: f64, range: (f64, f64)) -> Record {
+    Record {
+        path: path.into(),
+        metric: metric.into(),
+        t_ns: mgrp_clock::realtime_ns(),
+        value,
+        low: range.0,
+        high: range.1,
+        method: method.into(),
+        source: "active".into(),
+        probe_bytes: 0,
+        trains: 0,
+        confidence: 1.0,
+        elapsed_s: 0.0,
+        final_: true,
     }
 }

@@ -1,13 +1,14 @@
 //! The HTTP API as a client sees it: answers, 4xx with reasons, and the token off localhost.
 
 use mgrp_service::http::Http;
+use mgrp_service::Hub;
 use mgrp_store::{Record, Store};
 use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-fn store() -> Arc<Mutex<Store>> {
+fn hub(token: Option<&str>) -> Arc<Hub> {
     let mut s = Store::in_memory(Duration::from_secs(86_400)).unwrap();
     let t0 = 1_795_000_020_000_000_000u64;
     let recs: Vec<Record> = (0..120)
@@ -28,7 +29,7 @@ fn store() -> Arc<Mutex<Store>> {
         })
         .collect();
     s.insert(&recs).unwrap();
-    Arc::new(Mutex::new(s))
+    Hub::new(Box::new(s), token.map(Into::into))
 }
 
 fn get(base: &str, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {
@@ -52,7 +53,7 @@ fn get(base: &str, path: &str, token: Option<&str>) -> (u16, serde_json::Value) 
 
 #[test]
 fn answers_and_refusals_on_localhost() {
-    let http = Http::start("127.0.0.1:0".parse().unwrap(), None, store()).unwrap();
+    let http = Http::start("127.0.0.1:0".parse().unwrap(), hub(None)).unwrap();
     let base = format!("http://{}", http.local_addr());
     let p = "path=198.18.1.2-%3E198.18.3.2";
     let (s, v) = get(&base, "/v1/paths", None);
@@ -70,10 +71,60 @@ fn answers_and_refusals_on_localhost() {
     assert_eq!(v["source"], "agg_60s");
     assert_eq!(v["points"].as_array().unwrap().len(), 2);
     assert_eq!(v["points"][0]["n"], 60);
+    let (s, v) = get(
+        &base,
+        &format!("/v1/records?{p}&from_ns=0&to_ns={end}&limit=5"),
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v.as_array().unwrap().len(), 5);
+    assert_eq!(v[0]["final"], true);
+    let (s, v) = get(&base, "/v1/schedules", None);
+    assert_eq!((s, v), (200, serde_json::json!([])));
+    // The metrics carry the newest estimate with its quality.
+    let (s, v) = get(&base, "/metrics", None);
+    let text = v.as_str().unwrap_or_default().to_string();
+    assert_eq!(s, 200);
+    assert!(
+        text.contains(
+            "mgrp_estimate{path=\"198.18.1.2->198.18.3.2\",metric=\"avail_bw\"} 10000119.0"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("mgrp_estimate_method{"), "{text}");
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    let (s, v) = get(&base, "/v1/openapi.yaml", None);
+    assert!(s == 200 && v.as_str().unwrap().contains("/v1/events"));
     for (url, status, why) in [
         ("/v1/estimate?path=nowhere", 404, "no avail_bw estimates"),
         ("/v1/history?path=nowhere", 404, "no avail_bw estimates"),
         ("/v1/estimate", 400, "missing parameter `path`"),
+        (
+            &format!("/v1/estimate?{p}&peer=1.2.3.4") as &str,
+            400,
+            "not both",
+        ),
+        ("/v1/estimate?peer=1.2.3.4", 404, "no schedule for peer"),
+        (
+            &format!("/v1/estimate?{p}&metric=colour"),
+            400,
+            "unknown metric",
+        ),
+        (&format!("/v1/estimate?{p}&max_age=soon"), 400, "max_age"),
+        (&format!("/v1/estimate?{p}&max_age=1s&wait=1h"), 400, "wait"),
+        // Stale and not scheduled here: nothing can measure it now.
+        (
+            &format!("/v1/estimate?{p}&max_age=1s"),
+            409,
+            "cannot measure it now",
+        ),
+        (&format!("/v1/records?{p}&limit=0"), 400, "limit"),
+        (&format!("/v1/records?{p}&from_ns=5&to_ns=4"), 400, "after"),
+        ("/v1/records?path=nowhere", 404, "no avail_bw estimates"),
+        (&format!("/v1/events?{p}&below=lots"), 400, "below"),
+        (&format!("/v1/events?{p}&fall_pct=150"), 400, "never"),
+        (&format!("/v1/events?{p}&rise_pct=-5"), 400, "rise_pct"),
+        ("/v1/events?path=nowhere", 404, "no avail_bw estimates"),
         (&format!("/v1/history?{p}&step=1.5s") as &str, 400, "step"),
         (&format!("/v1/history?{p}&count=lots"), 400, "count"),
         (&format!("/v1/history?{p}&count=0"), 400, "count"),
@@ -95,8 +146,8 @@ fn off_localhost_needs_the_token() {
     let listen: std::net::SocketAddr = format!("{}:0", Role::Rcv.addr()).parse().unwrap();
     let (with_token, without) = spawn_in(&tb.ns(Role::Rcv), "http", move || {
         Ok((
-            Http::start(listen, Some("s3cret".into()), store()).unwrap(),
-            Http::start(listen, None, store()).unwrap(),
+            Http::start(listen, hub(Some("s3cret"))).unwrap(),
+            Http::start(listen, hub(None)).unwrap(),
         ))
     })
     .unwrap()
@@ -111,6 +162,12 @@ fn off_localhost_needs_the_token() {
             get(&base, "/v1/paths", Some("guess")),
             get(&base, "/v1/paths", Some("s3cret")),
             get(&format!("http://{b}"), "/v1/paths", Some("s3cret")),
+            // EventSource cannot send headers: the token as a query parameter.
+            get(&base, "/v1/paths?access_token=s3cret", None),
+            get(&base, "/v1/paths?access_token=guess", None),
+            // The page and the spec carry no data.
+            get(&base, "/v1/openapi.yaml", None),
+            get(&base, "/metrics", None),
         ])
     })
     .unwrap()
@@ -125,5 +182,9 @@ fn off_localhost_needs_the_token() {
         .as_str()
         .unwrap()
         .contains("only localhost"));
+    assert_eq!(results[4].0, 200, "{:?}", results[4]);
+    assert_eq!(results[5].0, 401, "{:?}", results[5]);
+    assert_eq!(results[6].0, 200, "{:?}", results[6]);
+    assert_eq!(results[7].0, 401, "metrics are data: {:?}", results[7]);
     drop((with_token, without));
 }

@@ -1,0 +1,150 @@
+//! Prometheus metrics (OpenMetrics text): the newest estimate of every path and metric with its
+//! quality, each schedule's counters, subscriptions, and the probe agent's counters. Built from
+//! the hub at scrape time, so nothing is kept twice.
+
+use crate::Hub;
+use mgrp_store::Record;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+type Labels = Vec<(&'static str, String)>;
+type FGauge = Family<Labels, Gauge<f64, AtomicU64>>;
+type FCounter = Family<Labels, Counter<u64>>;
+
+fn gauge(reg: &mut Registry, name: &str, help: &str) -> FGauge {
+    let f = FGauge::default();
+    reg.register(name, help, f.clone());
+    f
+}
+
+fn counter(reg: &mut Registry, name: &str, help: &str) -> FCounter {
+    let f = FCounter::default();
+    reg.register(name, help, f.clone());
+    f
+}
+
+/// The exposition text, or why it could not be made.
+pub fn render(hub: &Hub, now_ns: u64) -> Result<String, String> {
+    let mut reg = Registry::with_prefix("mgrp");
+    let value = gauge(
+        &mut reg,
+        "estimate",
+        "Newest estimate (bit/s for avail_bw and capacity, s for rtt, fraction for loss)",
+    );
+    let low = gauge(
+        &mut reg,
+        "estimate_low",
+        "Lower end of the newest estimate's range",
+    );
+    let high = gauge(
+        &mut reg,
+        "estimate_high",
+        "Upper end of the newest estimate's range",
+    );
+    let conf = gauge(
+        &mut reg,
+        "estimate_confidence",
+        "Confidence of the newest estimate, 0..1",
+    );
+    let age = gauge(
+        &mut reg,
+        "estimate_age_seconds",
+        "Age of the newest estimate",
+    );
+    let bytes = gauge(
+        &mut reg,
+        "estimate_probe_bytes",
+        "Probe bytes the newest estimate cost",
+    );
+    let info = gauge(
+        &mut reg,
+        "estimate_method",
+        "Method and source of the newest estimate (value 1)",
+    );
+    let latest: Vec<Record> = {
+        let s = hub
+            .store
+            .lock()
+            .map_err(|_| "the store's lock is poisoned")?;
+        let mut v = Vec::new();
+        for (path, metric) in s.series().map_err(|e| e.to_string())? {
+            if let Some(r) = s.latest(&path, &metric).map_err(|e| e.to_string())? {
+                v.push(r);
+            }
+        }
+        v
+    };
+    for r in &latest {
+        let l: Labels = vec![("path", r.path.clone()), ("metric", r.metric.clone())];
+        value.get_or_create(&l).set(r.value);
+        low.get_or_create(&l).set(r.low);
+        high.get_or_create(&l).set(r.high);
+        conf.get_or_create(&l).set(r.confidence);
+        age.get_or_create(&l)
+            .set(now_ns.saturating_sub(r.t_ns) as f64 / 1e9);
+        bytes.get_or_create(&l).set(r.probe_bytes as f64);
+        let mut li = l.clone();
+        li.push(("method", r.method.clone()));
+        li.push(("source", r.source.clone()));
+        info.get_or_create(&li).set(1.0);
+    }
+    let sched = [
+        ("schedule_measurements", "Measurements run"),
+        ("schedule_estimates_stored", "Estimates stored"),
+        ("schedule_probe_bytes", "Probe bytes sent"),
+        (
+            "schedule_skipped_for_budget",
+            "Measurements not started: budget spent",
+        ),
+        (
+            "schedule_cut_by_budget",
+            "Measurements cut short by the budget",
+        ),
+        ("schedule_errors", "Errors (connect, measure, store)"),
+    ]
+    .map(|(n, h)| counter(&mut reg, n, h));
+    let budget = gauge(
+        &mut reg,
+        "schedule_budget_bytes_per_minute",
+        "Probe byte budget",
+    );
+    for p in hub.paths() {
+        let l: Labels = vec![
+            ("peer", p.sched.peer.to_string()),
+            ("method", p.sched.method.clone()),
+        ];
+        let c = p.counters();
+        for (f, v) in sched.iter().zip([
+            c.measurements,
+            c.estimates_stored,
+            c.probe_bytes,
+            c.skipped_for_budget,
+            c.cut_by_budget,
+            c.errors,
+        ]) {
+            f.get_or_create(&l).inc_by(v);
+        }
+        budget.get_or_create(&l).set(p.sched.budget as f64);
+    }
+    let subs = Gauge::<i64>::default();
+    subs.set(hub.subscribers.load(Ordering::Relaxed) as i64);
+    reg.register("event_subscribers", "Open event subscriptions", subs);
+    let lagged = Counter::<u64>::default();
+    lagged.inc_by(hub.events_lagged.load(Ordering::Relaxed));
+    reg.register(
+        "events_lagged",
+        "Estimates subscribers missed because they fell behind",
+        lagged,
+    );
+    let agent = counter(&mut reg, "agent", "Probe agent counters, by name");
+    for (name, v) in hub.agent_counters() {
+        agent.get_or_create(&vec![("counter", name)]).inc_by(v);
+    }
+    let mut out = String::new();
+    encode(&mut out, &reg).map_err(|e| e.to_string())?;
+    Ok(out)
+}
