@@ -120,3 +120,23 @@ impl LiveCapture {
         Ok(())
     }
 }
+
+/// IP addresses of `iface` (getifaddrs): the local ends whose data a capture there analyses.
+pub fn interface_addrs(iface: &str) -> Result<Vec<std::net::IpAddr>, Error> {
+    use std::net::IpAddr;
+    let mut out = Vec::new();
+    let addrs = nix::ifaddrs::getifaddrs()
+        .map_err(|e| Error::Live(format!("listing interface addresses: {e}")))?;
+    for ifa in addrs {
+        if ifa.interface_name != iface {
+            continue;
+        }
+        let Some(addr) = ifa.address else { continue };
+        if let Some(v4) = addr.as_sockaddr_in() {
+            out.push(IpAddr::V4(v4.ip()));
+        } else if let Some(v6) = addr.as_sockaddr_in6() {
+            out.push(IpAddr::V6(v6.ip()));
+        }
+    }
+    Ok(out)
+}

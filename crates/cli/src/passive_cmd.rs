@@ -2,7 +2,7 @@
 //! interface or offline from a pcap/pcapng file. No probes are sent.
 
 use crate::say;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use mgrp_capture::file::{FileStats, PcapFile};
 use mgrp_capture::live::{LiveCapture, LiveStats};
@@ -258,7 +258,7 @@ fn read_all(file: &mut PcapFile, filter: Option<&FileFilter>) -> Result<Vec<Segm
 fn live(a: &PassiveArgs, iface: &str, p: WrenParams, out: &mut Printer) -> Result<()> {
     let mut cap = LiveCapture::open(iface, a.flow.as_deref(), a.write.as_deref())?;
     let local = if a.local.is_empty() {
-        interface_addrs(iface)?
+        mgrp_capture::live::interface_addrs(iface)?
     } else {
         a.local.clone()
     };
@@ -357,23 +357,6 @@ fn summary(out: &Printer, s: &Summary) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// IP addresses of `iface` (getifaddrs).
-fn interface_addrs(iface: &str) -> Result<Vec<IpAddr>> {
-    let mut out = Vec::new();
-    for ifa in nix::ifaddrs::getifaddrs().context("listing interface addresses")? {
-        if ifa.interface_name != iface {
-            continue;
-        }
-        let Some(addr) = ifa.address else { continue };
-        if let Some(v4) = addr.as_sockaddr_in() {
-            out.push(IpAddr::V4(v4.ip()));
-        } else if let Some(v6) = addr.as_sockaddr_in6() {
-            out.push(IpAddr::V6(v6.ip()));
-        }
-    }
-    Ok(out)
 }
 
 fn compile_filter(expr: &str) -> Result<FileFilter> {

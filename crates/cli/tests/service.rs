@@ -266,3 +266,61 @@ fn live_service_events_on_demand_rtt_metrics_and_reload() {
     drop(snd);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn passive_estimates_reach_the_store() {
+    let tb = Testbed::up(
+        TestbedConfig {
+            capacity_bps: 20_000_000,
+            delay: Some(Duration::from_millis(10)),
+            ..Default::default()
+        },
+        DelayMode::Thread,
+    )
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("mgrp-svc-passive-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = config(&dir, "[[passive]]\niface = \"eth0\"\n");
+    let snd = AgentProc::start(&tb, Role::Snd, Some(&cfg), dir.join("snd.out"));
+    let flow = mgrp_testbed::app::AppFlow::start(
+        &tb,
+        Role::Snd,
+        Role::Rcv,
+        5300,
+        mgrp_testbed::app::AppPattern::parse("bulk").unwrap(),
+        Some("cubic".into()),
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let path = format!("{}->{}", Role::Snd.addr(), Role::Rcv.addr());
+    let url = format!("/v1/estimate?path={}", path.replace('>', "%3E"));
+    let t0 = Instant::now();
+    let r = loop {
+        let (s, body) = get(&tb, &url);
+        if s == 200 {
+            break serde_json::from_str::<serde_json::Value>(&body).unwrap();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no passive estimate: {s} {body}; {:?}",
+            get(&tb, "/v1/passive")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    drop(flow);
+    assert_eq!(
+        (&r["source"], &r["method"]),
+        (&"passive".into(), &"wren".into()),
+        "{r}"
+    );
+    assert_eq!(r["probe_bytes"], 0);
+    // A bulk flow alone on a 20 Mbit/s path: Wren's lower bound sits just under C.
+    let v = r["value"].as_f64().unwrap();
+    assert!((10e6..=21e6).contains(&v), "{r}");
+    let p = json(&tb, "/v1/passive");
+    assert_eq!(p[0]["iface"], "eth0");
+    assert!(p[0]["segments"].as_u64().unwrap() > 1000, "{p}");
+    assert_eq!(p[0]["capture_dropped"], 0, "{p}");
+    drop(snd);
+    let _ = std::fs::remove_dir_all(&dir);
+}

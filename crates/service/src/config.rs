@@ -12,6 +12,11 @@
 //! method = "auto"                        # auto, slops, slops-slow, chirp, sweep
 //! every = "10s"
 //! budget = "2mb"                         # probe bytes per minute on this path
+//!
+//! [[passive]]                            # Wren on the host's own TCP traffic, no probes
+//! iface = "eth0"
+//! flow = "tcp port 443"                  # optional capture filter
+//! window = "1s"                          # one estimate per flow per window
 //! ```
 
 use mgrp_traffic::units::{parse_bytes, parse_duration};
@@ -35,6 +40,15 @@ pub struct PathSchedule {
     pub budget: u64,
 }
 
+/// Passive measurement (Wren) of the TCP traffic an interface carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassiveSource {
+    pub iface: String,
+    /// A capture filter (pcap syntax) ANDed with `tcp`.
+    pub flow: Option<String>,
+    pub window: Duration,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServiceConfig {
     /// `None`: in memory.
@@ -45,6 +59,7 @@ pub struct ServiceConfig {
     pub http: Option<SocketAddr>,
     /// The API token for clients off localhost.
     pub token: Option<String>,
+    pub passive: Vec<PassiveSource>,
 }
 
 impl Default for ServiceConfig {
@@ -56,6 +71,7 @@ impl Default for ServiceConfig {
             paths: Vec::new(),
             http: None,
             token: None,
+            passive: Vec::new(),
         }
     }
 }
@@ -84,6 +100,14 @@ fn default_budget() -> String {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawPassive {
+    iface: String,
+    flow: Option<String>,
+    window: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawConfig {
     store: Option<String>,
     retention: Option<String>,
@@ -91,6 +115,8 @@ struct RawConfig {
     token_file: Option<String>,
     #[serde(default)]
     path: Vec<RawPath>,
+    #[serde(default)]
+    passive: Vec<RawPassive>,
 }
 
 /// Methods a schedule may name (capacity is measured by all of them).
@@ -169,6 +195,25 @@ impl ServiceConfig {
                 budget,
             });
         }
+        if raw.passive.len() > 64 {
+            return Err("at most 64 [[passive]] entries".into());
+        }
+        for (i, p) in raw.passive.into_iter().enumerate() {
+            let at = |why: String| format!("passive #{} ({}): {why}", i + 1, p.iface);
+            if p.iface.is_empty() || p.iface.len() > 15 {
+                return Err(at("iface must be an interface name (1..=15 bytes)".into()));
+            }
+            let window = parse_duration(p.window.as_deref().unwrap_or("1s"))
+                .map_err(|e| at(format!("window: {e}")))?;
+            if window < Duration::from_millis(100) || window > Duration::from_secs(3600) {
+                return Err(at("window must be 100ms..=1h".into()));
+            }
+            c.passive.push(PassiveSource {
+                iface: p.iface,
+                flow: p.flow.filter(|f| !f.trim().is_empty()),
+                window,
+            });
+        }
         Ok(c)
     }
 }
@@ -190,6 +235,9 @@ mod tests {
             [[path]]
             peer = "10.0.0.1:9000"
             method = "chirp"
+            [[passive]]
+            iface = "eth0"
+            flow = "port 443"
             "#,
         )
         .unwrap();
@@ -203,6 +251,14 @@ mod tests {
         );
         assert_eq!(c.paths[1].method, "chirp");
         assert_eq!(c.paths[1].every, Duration::from_secs(60));
+        assert_eq!(
+            c.passive,
+            vec![PassiveSource {
+                iface: "eth0".into(),
+                flow: Some("port 443".into()),
+                window: Duration::from_secs(1)
+            }]
+        );
         let empty = ServiceConfig::parse("").unwrap();
         assert_eq!(empty.http, Some("127.0.0.1:7241".parse().unwrap()));
         assert!(empty.paths.is_empty() && empty.store.is_none());
@@ -224,6 +280,8 @@ mod tests {
             ("[[path]\npeer = 1", "expected"),
             ("http = \"everywhere\"", "IP:PORT"),
             ("token_file = \"/nonexistent/token\"", "token_file"),
+            ("[[passive]]\niface = \"\"", "passive #1"),
+            ("[[passive]]\niface = \"eth0\"\nwindow = \"1ms\"", "window"),
         ] {
             let e = ServiceConfig::parse(text).unwrap_err();
             assert!(e.contains(why), "{text:?}: {e}");

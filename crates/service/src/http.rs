@@ -248,6 +248,10 @@ async fn schedules(State(st): State<AppState>) -> ApiResult {
     Ok(Json(st.paths().iter().map(|p| p.view()).collect::<Vec<_>>()).into_response())
 }
 
+async fn passive(State(st): State<AppState>) -> ApiResult {
+    Ok(Json(st.passive()).into_response())
+}
+
 fn duration(name: &str, v: &str, max: Duration) -> Result<Duration, ApiError> {
     let d = mgrp_traffic::units::parse_duration(v).map_err(|e| bad(format!("{name}: {e}")))?;
     if d > max {
@@ -561,6 +565,7 @@ impl Http {
             .route("/dashboard/{*file}", get(dashboard_file))
             .route("/v1/paths", get(paths))
             .route("/v1/schedules", get(schedules))
+            .route("/v1/passive", get(passive))
             .route("/v1/estimate", get(estimate))
             .route("/v1/history", get(history))
             .route("/v1/records", get(records))

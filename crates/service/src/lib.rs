@@ -4,15 +4,17 @@
 pub mod config;
 pub mod http;
 pub mod metrics;
+pub mod passive;
 pub mod watch;
 
-use config::{PathSchedule, ServiceConfig};
+use config::{PassiveSource, PathSchedule, ServiceConfig};
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::{Estimate, Estimator, TrainObs, TrainReq};
 use mgrp_store::{Durability, EstimateStore, Record, Store};
+use passive::{PassiveState, PassiveView};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -128,6 +130,7 @@ pub struct Hub {
     store: SharedStore,
     events: tokio::sync::broadcast::Sender<Arc<Record>>,
     paths: RwLock<Vec<Arc<PathState>>>,
+    passive: RwLock<Vec<(PassiveSource, Arc<PassiveState>)>>,
     token: RwLock<Option<Arc<str>>>,
     /// Live subscriptions (SSE clients).
     pub subscribers: AtomicU64,
@@ -146,6 +149,7 @@ impl Hub {
             store: Arc::new(Mutex::new(store)),
             events: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
             paths: RwLock::new(Vec::new()),
+            passive: RwLock::new(Vec::new()),
             token: RwLock::new(token.map(Into::into)),
             subscribers: AtomicU64::new(0),
             events_lagged: AtomicU64::new(0),
@@ -178,6 +182,14 @@ impl Hub {
     /// The schedules now running.
     pub fn paths(&self) -> Vec<Arc<PathState>> {
         self.paths.read().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    /// The passive sources now running.
+    pub fn passive(&self) -> Vec<PassiveView> {
+        self.passive
+            .read()
+            .map(|v| v.iter().map(|(src, st)| st.view(src)).collect())
+            .unwrap_or_default()
     }
 
     pub fn token(&self) -> Option<Arc<str>> {
@@ -352,6 +364,12 @@ struct Running {
     thread: JoinHandle<()>,
 }
 
+struct RunningPassive {
+    src: PassiveSource,
+    state: Arc<PassiveState>,
+    thread: JoinHandle<()>,
+}
+
 pub struct Service {
     hub: Arc<Hub>,
     cfg: ServiceConfig,
@@ -359,6 +377,7 @@ pub struct Service {
     build: Builder,
     pacer: Option<Arc<Pacer>>,
     running: Vec<Running>,
+    passive: Vec<RunningPassive>,
     /// Counters of schedules stopped by reloads, so totals never go backwards.
     retired: CounterSnapshot,
 }
@@ -382,12 +401,38 @@ impl Service {
             build,
             pacer: None,
             running: Vec::new(),
+            passive: Vec::new(),
             retired: CounterSnapshot::default(),
         };
         for p in &cfg.paths {
             svc.start_path(p.clone())?;
         }
+        for p in &cfg.passive {
+            svc.start_passive(p.clone())?;
+        }
         Ok(svc)
+    }
+
+    fn start_passive(&mut self, src: PassiveSource) -> Result<(), Error> {
+        let state = Arc::new(PassiveState::default());
+        let (hub, st, s) = (self.hub.clone(), state.clone(), src.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("passive-{}", src.iface))
+            .spawn(move || passive::run(&s, &st, &hub))
+            .map_err(|e| mgrp_engine::Error::BadInput(format!("passive thread: {e}")))?;
+        self.passive.push(RunningPassive { src, state, thread });
+        self.publish_passive();
+        Ok(())
+    }
+
+    fn publish_passive(&self) {
+        if let Ok(mut g) = self.hub.passive.write() {
+            *g = self
+                .passive
+                .iter()
+                .map(|r| (r.src.clone(), r.state.clone()))
+                .collect();
+        }
     }
 
     fn start_path(&mut self, p: PathSchedule) -> Result<(), Error> {
@@ -467,11 +512,30 @@ impl Service {
             self.retired = self.retired + r.state.counters();
             rep.stopped.push(describe(&r.state.sched));
         }
-        rep.kept = self.running.len();
+        let (keep, stop): (Vec<RunningPassive>, Vec<RunningPassive>) =
+            std::mem::take(&mut self.passive)
+                .into_iter()
+                .partition(|r| new.passive.contains(&r.src));
+        self.passive = keep;
+        self.publish_passive();
+        for r in &stop {
+            r.state.stop.store(true, Ordering::Relaxed);
+        }
+        for r in stop {
+            let _ = r.thread.join();
+            rep.stopped.push(format!("passive on {}", r.src.iface));
+        }
+        rep.kept = self.running.len() + self.passive.len();
         for p in &new.paths {
             if !self.running.iter().any(|r| r.state.sched == *p) {
                 self.start_path(p.clone())?;
                 rep.started.push(describe(p));
+            }
+        }
+        for p in &new.passive {
+            if !self.passive.iter().any(|r| r.src == *p) {
+                self.start_passive(p.clone())?;
+                rep.started.push(format!("passive on {}", p.iface));
             }
         }
         let (store, retention, http) = (self.cfg.store.clone(), self.cfg.retention, self.cfg.http);
@@ -492,6 +556,15 @@ impl Service {
     fn halt(&mut self) {
         for r in &self.running {
             r.state.stop.store(true, Ordering::Relaxed);
+        }
+        for r in &self.passive {
+            r.state.stop.store(true, Ordering::Relaxed);
+        }
+        for r in self.passive.drain(..) {
+            let _ = r.thread.join();
+        }
+        if let Ok(mut g) = self.hub.passive.write() {
+            g.clear();
         }
         for r in self.running.drain(..) {
             let _ = r.thread.join();

@@ -130,6 +130,25 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, String> {
         }
         budget.get_or_create(&l).set(p.sched.budget as f64);
     }
+    let passive = [
+        ("passive_segments", "TCP segments a passive source analysed"),
+        ("passive_estimates", "Estimates a passive source stored"),
+        (
+            "passive_capture_dropped",
+            "Packets the kernel dropped before the capture read them",
+        ),
+        ("passive_errors", "Passive source errors (capture, store)"),
+    ]
+    .map(|(n, h)| counter(&mut reg, n, h));
+    for v in hub.passive() {
+        let l: Labels = vec![("iface", v.iface.clone())];
+        for (f, x) in passive
+            .iter()
+            .zip([v.segments, v.estimates, v.capture_dropped, v.errors])
+        {
+            f.get_or_create(&l).inc_by(x);
+        }
+    }
     let subs = Gauge::<i64>::default();
     subs.set(hub.subscribers.load(Ordering::Relaxed) as i64);
     reg.register("event_subscribers", "Open event subscriptions", subs);
