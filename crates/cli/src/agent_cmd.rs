@@ -165,7 +165,7 @@ fn reload(service: &mut mgrp_service::Service, path: Option<&std::path::Path>, j
 
 /// Estimators by method name for the schedules; the first round of a method that needs the
 /// capacity measures it.
-fn builder() -> mgrp_service::Builder {
+pub(crate) fn builder() -> mgrp_service::Builder {
     use crate::methods::Method;
     std::sync::Arc::new(|name: &str, cap: Option<f64>| {
         let m = Method::parse(name)?;

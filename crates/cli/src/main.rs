@@ -3,6 +3,7 @@
 mod accuracy;
 mod agent_cmd;
 mod bench_cmd;
+mod dashboard_run;
 mod estimate_cmd;
 mod live_estimate;
 mod methods;

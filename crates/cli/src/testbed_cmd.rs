@@ -173,6 +173,14 @@ pub struct RunArgs {
     /// are then ignored and the testbed stays up.
     #[arg(long)]
     on: Option<String>,
+    /// Run the estimation service on the path (method `auto`, or --estimate's, every second),
+    /// its ground truth beside it, and serve the dashboard and HTTP API here.
+    #[arg(long, num_args = 0..=1, default_missing_value = "127.0.0.1:7241", value_name = "IP:PORT",
+          conflicts_with = "estimate")]
+    dashboard: Option<std::net::SocketAddr>,
+    /// With --dashboard: the method the service measures with.
+    #[arg(long, value_enum, default_value = "auto", requires = "dashboard")]
+    dashboard_method: crate::methods::Method,
 }
 
 #[derive(Args)]
@@ -518,6 +526,20 @@ fn run_job(a: RunArgs) -> Result<()> {
     } else {
         None
     };
+    let dash = match a.dashboard {
+        Some(addr) => {
+            let d =
+                crate::dashboard_run::DashboardRun::start(&tb, addr, a.dashboard_method.name())?;
+            if human {
+                say!(
+                    "  dashboard: {} — estimates every second beside the ground truth; Ctrl-C to stop",
+                    d.url()
+                );
+            }
+            Some(d)
+        }
+        None => None,
+    };
     let mut rows: Vec<crate::live_estimate::Row> = Vec::new();
     let c_bps = tb.config().capacity_bps as f64;
     let pending = std::cell::RefCell::new(Vec::<crate::live_estimate::Measured>::new());
@@ -635,7 +657,29 @@ fn run_job(a: RunArgs) -> Result<()> {
             }
         }
         take_estimates(&sampler.truth(), &mut rows, false);
+        if let Some(d) = &dash {
+            if let Some(b) = sampler.truth().window(next - step, next) {
+                // Sampler times are monotonic; the store keeps wall-clock time.
+                let ago = mgrp_testbed::clock::now_ns().saturating_sub(next);
+                d.truth(
+                    mgrp_testbed::clock::realtime_ns().saturating_sub(ago),
+                    step as f64 / 1e9,
+                    b.avail_bps,
+                );
+            }
+        }
         next += step;
+    }
+    if let Some(d) = dash {
+        let c = d.stop();
+        if human {
+            say!(
+                "  service: {} measurements, {} estimates stored, {:.0} kB of probes",
+                c.measurements,
+                c.estimates_stored,
+                c.probe_bytes as f64 / 1e3
+            );
+        }
     }
     let interrupted = crate::signals::interrupted();
     if let Some(l) = &live {

@@ -141,7 +141,8 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
     ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
 }
 
-const METRICS: [&str; 4] = ["avail_bw", "capacity", "rtt", "loss"];
+/// What the store holds per path: estimates, and on a testbed the ground truth beside them.
+const METRICS: [&str; 5] = ["avail_bw", "capacity", "rtt", "loss", "avail_bw_truth"];
 
 fn metric(m: Option<String>) -> Result<String, ApiError> {
     let m = m.unwrap_or_else(|| "avail_bw".into());
