@@ -3,7 +3,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: deps build demo test lint unit clean-testbeds fuzz
+.PHONY: deps build demo dashboard test lint unit clean-testbeds fuzz
 
 deps:
 	@scripts/install-deps.sh
@@ -17,6 +17,12 @@ build: deps
 demo: build
 	./target/release/mgrp testbed run --capacity 20mbit --delay 20ms \
 	    --cross step:2,6,10,12,8,4mbit,every=4s --duration 24s --estimate --out target/demo.json
+
+# The estimation service on the same testbed for 10 minutes, STEP cross traffic 10 s a step:
+# open http://127.0.0.1:7241/ and watch available bandwidth follow the steps (Ctrl-C to stop).
+dashboard: build
+	./target/release/mgrp testbed run --capacity 20mbit --delay 20ms \
+	    --cross step:2,6,10,12,8,4mbit,every=10s --duration 10m --report-every 10s --dashboard
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -658,14 +658,21 @@ fn run_job(a: RunArgs) -> Result<()> {
         }
         take_estimates(&sampler.truth(), &mut rows, false);
         if let Some(d) = &dash {
-            if let Some(b) = sampler.truth().window(next - step, next) {
-                // Sampler times are monotonic; the store keeps wall-clock time.
-                let ago = mgrp_testbed::clock::now_ns().saturating_sub(next);
-                d.truth(
-                    mgrp_testbed::clock::realtime_ns().saturating_sub(ago),
-                    step as f64 / 1e9,
-                    b.avail_bps,
-                );
+            // Ground truth in 1 s windows (or the row's, if shorter), whatever the row width.
+            let sub = step.min(1_000_000_000);
+            let truth = sampler.truth();
+            let mut t = next - step;
+            while t + sub <= next {
+                if let Some(b) = truth.window(t, t + sub) {
+                    // Sampler times are monotonic; the store keeps wall-clock time.
+                    let ago = mgrp_testbed::clock::now_ns().saturating_sub(t + sub);
+                    d.truth(
+                        mgrp_testbed::clock::realtime_ns().saturating_sub(ago),
+                        sub as f64 / 1e9,
+                        b.avail_bps,
+                    );
+                }
+                t += sub;
             }
         }
         next += step;
