@@ -47,6 +47,7 @@ pub fn to_obs(r: &TrainResult) -> TrainObs {
             })
             .collect(),
         flagged: r.stats.flagged,
+        competing_bytes: 0,
     }
 }
 

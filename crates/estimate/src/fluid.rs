@@ -120,6 +120,7 @@ impl FluidPath {
         TrainObs {
             probes,
             flagged: false,
+            competing_bytes: 0,
         }
     }
 

@@ -11,6 +11,7 @@ pub mod auto;
 pub mod capacity;
 pub mod chirp;
 pub mod fluid;
+pub mod riders;
 pub mod slops;
 pub mod sweep;
 pub mod trend;
@@ -79,6 +80,9 @@ pub struct TrainObs {
     pub probes: Vec<ProbeObs>,
     /// The engine flagged the train's pacing as outside tolerance.
     pub flagged: bool,
+    /// Rider bytes this train carried that would have crossed the path during it anyway (seed
+    /// 000 §4.5.2): the host's own load moved into the probes. 0 without riders.
+    pub competing_bytes: u64,
 }
 
 impl TrainObs {

@@ -434,6 +434,7 @@ mod tests {
                 })
                 .collect(),
             flagged: true,
+            competing_bytes: 0,
         };
         assert!(stream_mispaced(&obs, planned));
         s.handle_train(1, &obs);

@@ -13,6 +13,11 @@
 //! every = "10s"
 //! budget = "2mb"                         # probe bytes per minute on this path
 //!
+//! [riders]                               # the host's own packets ride in probe padding
+//! opt_in = ["to:198.18.3.2"]             # to:PREFIX, tcp:PORT, udp:PORT, mark:N
+//! hold = "10ms"                          # T: the longest a packet waits for a probe
+//! ratio = 1.0                            # share of each train (from its start) that carries
+//!
 //! [[passive]]                            # Wren on the host's own TCP traffic, no probes
 //! iface = "eth0"
 //! flow = "tcp port 443"                  # optional capture filter
@@ -49,6 +54,15 @@ pub struct PassiveSource {
     pub window: Duration,
 }
 
+/// Riders: which of the host's traffic rides in this agent's probes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RidersConfig {
+    pub dev: String,
+    pub opt_in: Vec<mgrp_shim::route::OptIn>,
+    pub hold: Duration,
+    pub ratio: f64,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServiceConfig {
     /// `None`: in memory.
@@ -60,6 +74,7 @@ pub struct ServiceConfig {
     /// The API token for clients off localhost.
     pub token: Option<String>,
     pub passive: Vec<PassiveSource>,
+    pub riders: Option<RidersConfig>,
 }
 
 impl Default for ServiceConfig {
@@ -72,6 +87,7 @@ impl Default for ServiceConfig {
             http: None,
             token: None,
             passive: Vec::new(),
+            riders: None,
         }
     }
 }
@@ -108,6 +124,16 @@ struct RawPassive {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawRiders {
+    #[serde(default)]
+    opt_in: Vec<String>,
+    dev: Option<String>,
+    hold: Option<String>,
+    ratio: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawConfig {
     store: Option<String>,
     retention: Option<String>,
@@ -117,6 +143,7 @@ struct RawConfig {
     path: Vec<RawPath>,
     #[serde(default)]
     passive: Vec<RawPassive>,
+    riders: Option<RawRiders>,
 }
 
 /// Methods a schedule may name (capacity is measured by all of them).
@@ -193,6 +220,39 @@ impl ServiceConfig {
                 method: p.method,
                 every,
                 budget,
+            });
+        }
+        if let Some(r) = raw.riders {
+            let at = |why: String| format!("riders: {why}");
+            if r.opt_in.is_empty() || r.opt_in.len() > 64 {
+                return Err(at(
+                    "opt_in needs 1..=64 entries (to:PREFIX, tcp:PORT, udp:PORT, mark:N)".into(),
+                ));
+            }
+            let opt_in = r
+                .opt_in
+                .iter()
+                .map(|o| mgrp_shim::route::OptIn::parse(o))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(at)?;
+            let hold = parse_duration(r.hold.as_deref().unwrap_or("10ms"))
+                .map_err(|e| at(format!("hold: {e}")))?;
+            if hold > Duration::from_secs(1) {
+                return Err(at("hold above 1s would stall TCP".into()));
+            }
+            let ratio = r.ratio.unwrap_or(1.0);
+            if !(0.0..=1.0).contains(&ratio) {
+                return Err(at("ratio must be 0..=1".into()));
+            }
+            let dev = r.dev.unwrap_or_else(|| "mgrp0".into());
+            if dev.is_empty() || dev.len() > 15 {
+                return Err(at("dev must be an interface name (1..=15 bytes)".into()));
+            }
+            c.riders = Some(RidersConfig {
+                dev,
+                opt_in,
+                hold,
+                ratio,
             });
         }
         if raw.passive.len() > 64 {
@@ -281,6 +341,10 @@ mod tests {
             ("http = \"everywhere\"", "IP:PORT"),
             ("token_file = \"/nonexistent/token\"", "token_file"),
             ("[[passive]]\niface = \"\"", "passive #1"),
+            ("[riders]\nopt_in = []", "riders: opt_in"),
+            ("[riders]\nopt_in = [\"dns:53\"]", "unknown opt-in"),
+            ("[riders]\nopt_in = [\"tcp:80\"]\nratio = 2.0", "ratio"),
+            ("[riders]\nopt_in = [\"tcp:80\"]\nhold = \"5s\"", "hold"),
             ("[[passive]]\niface = \"eth0\"\nwindow = \"1ms\"", "window"),
         ] {
             let e = ServiceConfig::parse(text).unwrap_err();

@@ -4,9 +4,10 @@
 
 use crate::clock::{now_ns, tighten_timer_slack};
 use crate::Error;
+use mgrp_shim::tun::Tun;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -172,49 +173,11 @@ impl Drop for DelayLine {
     }
 }
 
-fn open_tun(dev: &str) -> Result<OwnedFd, Error> {
-    const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-    #[repr(C)]
-    struct IfReq {
-        name: [u8; libc::IFNAMSIZ],
-        flags: libc::c_short,
-        _pad: [u8; 22],
-    }
-    if dev.is_empty() || dev.len() >= libc::IFNAMSIZ {
-        return Err(Error::BadInput(format!("bad TUN device name {dev:?}")));
-    }
-    // SAFETY: plain open(2) of a fixed path; the fd is owned right away.
-    let raw = unsafe {
-        libc::open(
-            c"/dev/net/tun".as_ptr(),
-            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-        )
-    };
-    if raw < 0 {
-        return Err(Error::Setup(format!(
-            "open /dev/net/tun: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    // SAFETY: raw is a fresh, valid fd that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let mut req = IfReq {
-        name: [0; libc::IFNAMSIZ],
-        flags: (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short,
-        _pad: [0; 22],
-    };
-    req.name[..dev.len()].copy_from_slice(dev.as_bytes());
-    // SAFETY: TUNSETIFF reads and writes an ifreq, which IfReq lays out.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req) } < 0 {
-        return Err(Error::Setup(format!(
-            "TUNSETIFF {dev}: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    Ok(fd)
+fn open_tun(dev: &str) -> Result<Tun, Error> {
+    Tun::open(dev).map_err(|e| Error::Setup(e.to_string()))
 }
 
-fn run(tun: OwnedFd, delay_ns: u64, stop: &AtomicBool, rec: &Mutex<Recorder>) -> Result<(), Error> {
+fn run(tun: Tun, delay_ns: u64, stop: &AtomicBool, rec: &Mutex<Recorder>) -> Result<(), Error> {
     tighten_timer_slack();
     let fd = tun.as_raw_fd();
     let mut queue: VecDeque<(u64, Vec<u8>)> = VecDeque::new();

@@ -64,14 +64,14 @@ pub enum RiderProto {
 }
 
 impl RiderProto {
-    fn code(self) -> u8 {
+    pub fn code(self) -> u8 {
         match self {
             RiderProto::Tcp => 6,
             RiderProto::Udp => 17,
             RiderProto::Other(p) => p,
         }
     }
-    fn from_code(c: u8) -> Self {
+    pub fn from_code(c: u8) -> Self {
         match c {
             6 => RiderProto::Tcp,
             17 => RiderProto::Udp,
