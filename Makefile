@@ -36,6 +36,8 @@ unit:
 # shows up as pacing error and skews estimates).
 test: deps lint
 	$(CARGO) test --workspace --release
+	$(CARGO) build --release -p mgrp-cli
+	clients/python/run-tests.sh -q
 
 # Remove testbeds whose owner died (a crashed run or test).
 clean-testbeds:

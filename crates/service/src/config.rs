@@ -146,6 +146,20 @@ struct RawConfig {
     riders: Option<RawRiders>,
 }
 
+/// A retention: a duration, or whole days (`7d`, up to ten years).
+fn parse_retention(s: &str) -> Result<Duration, String> {
+    match s.trim().strip_suffix('d') {
+        Some(days) => days
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|d| (1..=3650).contains(d))
+            .map(|d| Duration::from_secs(d * 86_400))
+            .ok_or_else(|| format!("{s:?}: days must be a whole number 1..=3650")),
+        None => parse_duration(s).map_err(|e| e.to_string()),
+    }
+}
+
 /// Methods a schedule may name (capacity is measured by all of them).
 pub const METHODS: [&str; 5] = ["auto", "slops", "slops-slow", "chirp", "sweep"];
 
@@ -168,7 +182,7 @@ impl ServiceConfig {
             c.store = (s != ":memory:").then(|| PathBuf::from(s));
         }
         if let Some(r) = raw.retention {
-            c.retention = parse_duration(&r).map_err(|e| format!("retention: {e}"))?;
+            c.retention = parse_retention(&r).map_err(|e| format!("retention: {e}"))?;
             if c.retention < Duration::from_secs(60) {
                 return Err("retention must be at least 1m".into());
             }
@@ -287,7 +301,7 @@ mod tests {
         let c = ServiceConfig::parse(
             r#"
             store = "/tmp/x.db"
-            retention = "2h"
+            retention = "30d"
             [[path]]
             peer = "198.18.3.2"
             every = "5s"
@@ -302,7 +316,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.store, Some(PathBuf::from("/tmp/x.db")));
-        assert_eq!(c.retention, Duration::from_secs(7200));
+        assert_eq!(c.retention, Duration::from_secs(30 * 86_400));
+        assert_eq!(
+            ServiceConfig::parse("retention = \"2h\"").unwrap().retention,
+            Duration::from_secs(7200)
+        );
         assert_eq!(c.paths.len(), 2);
         assert_eq!(c.paths[0].peer, "198.18.3.2:7240".parse().unwrap());
         assert_eq!(
@@ -336,6 +354,8 @@ mod tests {
             ("[[path]]\npeer = \"1.2.3.4\"\nevery = \"1us\"", "every"),
             ("[[path]]\npeer = \"1.2.3.4\"\nbudget = \"1b\"", "budget"),
             ("retention = \"1s\"", "retention"),
+            ("retention = \"0d\"", "retention"),
+            ("retention = \"1.5d\"", "retention"),
             ("colour = \"blue\"", "unknown field"),
             ("[[path]\npeer = 1", "expected"),
             ("http = \"everywhere\"", "IP:PORT"),

@@ -265,7 +265,7 @@ async fn estimate(State(st): State<AppState>, Query(q): Query<EstimateQuery>) ->
     let metric = metric(q.metric)?;
     let target = Target::resolve(&st, q.path, q.peer)?;
     let max_age = match q.max_age.as_deref() {
-        Some(v) => Some(duration("max_age", v, Duration::from_secs(30 * 86_400))?),
+        Some(v) => Some(duration("max_age", v, Duration::from_secs(7 * 86_400))?),
         None => None,
     };
     let wait = duration(
