@@ -14,18 +14,24 @@ extern "C" fn on_signal(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
 
-/// Turn Ctrl-C and SIGTERM into a flag, so long operations stop and still tear down.
-pub fn catch_signals() {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+/// Run `handler` (which only stores to an atomic) on each of `signals`.
+fn install(handler: extern "C" fn(libc::c_int), signals: &[nix::sys::signal::Signal]) {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
     let act = SigAction::new(
-        SigHandler::Handler(on_signal),
+        SigHandler::Handler(handler),
         SaFlags::empty(),
         SigSet::empty(),
     );
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        let _ = unsafe { sigaction(sig, &act) };
+    for sig in signals {
+        // SAFETY: the handlers only store to an atomic, which is async-signal-safe.
+        let _ = unsafe { sigaction(*sig, &act) };
     }
+}
+
+/// Turn Ctrl-C and SIGTERM into a flag, so long operations stop and still tear down.
+pub fn catch_signals() {
+    use nix::sys::signal::Signal;
+    install(on_signal, &[Signal::SIGINT, Signal::SIGTERM]);
 }
 
 extern "C" fn on_hangup(_: libc::c_int) {
@@ -34,14 +40,7 @@ extern "C" fn on_hangup(_: libc::c_int) {
 
 /// Turn SIGHUP into a flag (the agent reloads its configuration).
 pub fn catch_hangup() {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let act = SigAction::new(
-        SigHandler::Handler(on_hangup),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    let _ = unsafe { sigaction(Signal::SIGHUP, &act) };
+    install(on_hangup, &[nix::sys::signal::Signal::SIGHUP]);
 }
 
 /// Was SIGHUP received since the last call?

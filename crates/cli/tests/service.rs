@@ -130,6 +130,19 @@ fn subscribe(tb: &Testbed, url: &str) -> mpsc::Receiver<(Instant, String, serde_
     rx
 }
 
+/// 20 Mbit/s, 10 ms of extra RTT.
+fn testbed() -> Testbed {
+    Testbed::up(
+        TestbedConfig {
+            capacity_bps: 20_000_000,
+            delay: Some(Duration::from_millis(10)),
+            ..Default::default()
+        },
+        DelayMode::Thread,
+    )
+    .unwrap()
+}
+
 fn config(dir: &Path, body: &str) -> PathBuf {
     let p = dir.join("agent.toml");
     std::fs::write(&p, format!("http = \"{HTTP}\"\n{body}")).unwrap();
@@ -138,15 +151,7 @@ fn config(dir: &Path, body: &str) -> PathBuf {
 
 #[test]
 fn live_service_events_on_demand_rtt_metrics_and_reload() {
-    let tb = Testbed::up(
-        TestbedConfig {
-            capacity_bps: 20_000_000,
-            delay: Some(Duration::from_millis(10)),
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .unwrap();
+    let tb = testbed();
     let dir = std::env::temp_dir().join(format!("mgrp-svc-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let peer = Role::Rcv.addr().to_string();
@@ -269,15 +274,7 @@ fn live_service_events_on_demand_rtt_metrics_and_reload() {
 
 #[test]
 fn passive_estimates_reach_the_store() {
-    let tb = Testbed::up(
-        TestbedConfig {
-            capacity_bps: 20_000_000,
-            delay: Some(Duration::from_millis(10)),
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .unwrap();
+    let tb = testbed();
     let dir = std::env::temp_dir().join(format!("mgrp-svc-passive-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = config(&dir, "[[passive]]\niface = \"eth0\"\n");

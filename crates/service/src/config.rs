@@ -318,7 +318,9 @@ mod tests {
         assert_eq!(c.store, Some(PathBuf::from("/tmp/x.db")));
         assert_eq!(c.retention, Duration::from_secs(30 * 86_400));
         assert_eq!(
-            ServiceConfig::parse("retention = \"2h\"").unwrap().retention,
+            ServiceConfig::parse("retention = \"2h\"")
+                .unwrap()
+                .retention,
             Duration::from_secs(7200)
         );
         assert_eq!(c.paths.len(), 2);

@@ -2,7 +2,7 @@
 
 use mgrp_service::http::Http;
 use mgrp_service::Hub;
-use mgrp_store::{Record, Store};
+use mgrp_store::{EstimateStore, Record, Store};
 use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
 use std::sync::Arc;

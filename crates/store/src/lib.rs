@@ -217,9 +217,11 @@ impl Store {
             horizon_ns,
         })
     }
+}
 
+impl EstimateStore for Store {
     /// Store estimates in one transaction (all or none), with their aggregates.
-    pub fn insert(&mut self, records: &[Record]) -> Result<(), Error> {
+    fn insert(&mut self, records: &[Record]) -> Result<(), Error> {
         for r in records {
             check_record(r)?;
         }
@@ -273,7 +275,7 @@ impl Store {
     }
 
     /// Estimates of `path`/`metric` with `from_ns <= t_ns < to_ns`, oldest first, at most `limit`.
-    pub fn range(
+    fn range(
         &self,
         path: &str,
         metric: &str,
@@ -317,7 +319,7 @@ impl Store {
     }
 
     /// The newest estimate of `path`/`metric`.
-    pub fn latest(&self, path: &str, metric: &str) -> Result<Option<Record>, Error> {
+    fn latest(&self, path: &str, metric: &str) -> Result<Option<Record>, Error> {
         let t: Option<i64> = self
             .db
             .query_row(
@@ -337,7 +339,7 @@ impl Store {
     }
 
     /// Paths and metrics with estimates.
-    pub fn series(&self) -> Result<Vec<(String, String)>, Error> {
+    fn series(&self) -> Result<Vec<(String, String)>, Error> {
         let mut q = self
             .db
             .prepare_cached("SELECT DISTINCT path, metric FROM aggregates WHERE scale_s = 3600")?;
@@ -346,7 +348,7 @@ impl Store {
     }
 
     /// `count` steps of `step` ending at `end_ns` (the last step holds `end_ns - 1`).
-    pub fn scale(
+    fn scale(
         &self,
         path: &str,
         metric: &str,
@@ -424,7 +426,7 @@ impl Store {
 
     /// Delete raw rows older than the retention before `now_ns` (aggregates stay). Returns how
     /// many were deleted.
-    pub fn apply_retention(&mut self, now_ns: u64) -> Result<usize, Error> {
+    fn apply_retention(&mut self, now_ns: u64) -> Result<usize, Error> {
         let cut = now_ns.saturating_sub(self.retention.as_nanos() as u64);
         let tx = self.db.transaction()?;
         let n = tx.execute(
@@ -446,49 +448,11 @@ impl Store {
     }
 
     /// Estimates stored (raw rows).
-    pub fn count(&self) -> Result<u64, Error> {
+    fn count(&self) -> Result<u64, Error> {
         Ok(self
             .db
             .query_row("SELECT COUNT(*) FROM estimates", [], |r| r.get::<_, i64>(0))?
             as u64)
-    }
-}
-
-impl EstimateStore for Store {
-    fn insert(&mut self, records: &[Record]) -> Result<(), Error> {
-        Store::insert(self, records)
-    }
-    fn range(
-        &self,
-        path: &str,
-        metric: &str,
-        from_ns: u64,
-        to_ns: u64,
-        limit: usize,
-    ) -> Result<Vec<Record>, Error> {
-        Store::range(self, path, metric, from_ns, to_ns, limit)
-    }
-    fn latest(&self, path: &str, metric: &str) -> Result<Option<Record>, Error> {
-        Store::latest(self, path, metric)
-    }
-    fn series(&self) -> Result<Vec<(String, String)>, Error> {
-        Store::series(self)
-    }
-    fn scale(
-        &self,
-        path: &str,
-        metric: &str,
-        step: Duration,
-        count: usize,
-        end_ns: u64,
-    ) -> Result<ScaleAnswer, Error> {
-        Store::scale(self, path, metric, step, count, end_ns)
-    }
-    fn apply_retention(&mut self, now_ns: u64) -> Result<usize, Error> {
-        Store::apply_retention(self, now_ns)
-    }
-    fn count(&self) -> Result<u64, Error> {
-        Store::count(self)
     }
 }
 

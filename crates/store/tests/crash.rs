@@ -1,6 +1,6 @@
 //! The store keeps every committed estimate when its process is killed mid-write.
 
-use mgrp_store::{Durability, Record, Store};
+use mgrp_store::{Durability, EstimateStore, Record, Store};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

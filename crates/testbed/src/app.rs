@@ -136,6 +136,11 @@ impl AppFlow {
         })
     }
 
+    /// Bytes the sink has read so far (what crossed the path, after any loss and retransmission).
+    pub fn received_bytes(&self) -> u64 {
+        self.sink.received_bytes.load(Ordering::Relaxed)
+    }
+
     pub fn sent_bytes(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
     }
