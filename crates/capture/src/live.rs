@@ -7,6 +7,7 @@ use crate::decode::{decode, Decoded, Link};
 use crate::Error;
 use mgrp_estimate::wren::Segment;
 use serde::Serialize;
+use std::os::fd::AsRawFd;
 use std::path::Path;
 
 /// Enough for Ethernet + IPv6 + TCP with a full option list.
@@ -53,6 +54,10 @@ impl LiveCapture {
             .timeout(100)
             .precision(pcap::Precision::Nano)
             .open()
+            .map_err(|e| fail("cannot capture", e))?
+            // With TPACKET_V3 libpcap's own poll blocks until the kernel retires a block, which
+            // an idle interface never does: wait on the descriptor ourselves, with a timeout.
+            .setnonblock()
             .map_err(|e| fail("cannot capture", e))?;
         let mut cap = cap;
         let expr = match filter {
@@ -79,9 +84,15 @@ impl LiveCapture {
 
     /// The next TCP segment, or `None` if none arrived within 100 ms.
     pub fn next_segment(&mut self) -> Result<Option<Segment>, Error> {
+        let mut waited = false;
         loop {
             let packet = match self.cap.next_packet() {
                 Ok(p) => p,
+                Err(pcap::Error::TimeoutExpired) if !waited => {
+                    waited = true;
+                    wait_readable(self.cap.as_raw_fd(), 100);
+                    continue;
+                }
                 Err(pcap::Error::TimeoutExpired) => return Ok(None),
                 Err(e) => return Err(Error::Live(format!("capture failed: {e}"))),
             };
@@ -119,6 +130,17 @@ impl LiveCapture {
         }
         Ok(())
     }
+}
+
+/// Wait until `fd` is readable or `ms` pass.
+fn wait_readable(fd: std::os::fd::RawFd, ms: i32) {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; poll only writes revents.
+    unsafe { libc::poll(&mut p, 1, ms) };
 }
 
 /// IP addresses of `iface` (getifaddrs): the local ends whose data a capture there analyses.
