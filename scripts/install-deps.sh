@@ -11,6 +11,10 @@ command -v setpriv >/dev/null || need+=(util-linux)
 # Live capture for passive measurement links libpcap (AF_PACKET, TPACKET_V3 ring).
 dpkg -s libpcap-dev >/dev/null 2>&1 || need+=(libpcap-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+# The dashboard's browser test: Debian's Chromium (driven by playwright-core, which downloads no
+# browser) and a font for the screenshot.
+command -v chromium >/dev/null || need+=(chromium)
+dpkg -s fonts-dejavu-core >/dev/null 2>&1 || need+=(fonts-dejavu-core)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -26,6 +30,11 @@ fi
 if ! command -v cargo >/dev/null; then
   echo "cargo not found: install a Rust toolchain (https://rustup.rs) or add ~/.cargo/bin to PATH" >&2
   exit 1
+fi
+# playwright-core for the dashboard test (pinned in its package-lock.json; needs Node >= 20).
+if [ ! -d crates/service/dashboard/test/node_modules/playwright-core ]; then
+  command -v npm >/dev/null || { echo "npm not found: install Node.js >= 20 for the dashboard test" >&2; exit 1; }
+  npm ci --silent --no-audit --no-fund --prefix crates/service/dashboard/test >/dev/null
 fi
 [ -c /dev/net/tun ] || { mkdir -p /dev/net && mknod /dev/net/tun c 10 200 && chmod 666 /dev/net/tun; } || {
   echo "no /dev/net/tun: the testbed's delay line needs the tun driver" >&2; exit 1; }
