@@ -32,6 +32,10 @@ pub struct AgentArgs {
     /// Counters as JSON lines.
     #[arg(long)]
     json: bool,
+    /// Accept riders (the peer's packets in probe padding) and hand them to this host's kernel
+    /// through a TUN device of this name.
+    #[arg(long, num_args = 0..=1, default_missing_value = "mgrp1", value_name = "DEV")]
+    accept_riders: Option<String>,
     /// Service configuration (TOML): the store, and paths to keep fresh on a schedule within a
     /// byte budget. Without it the agent answers probes and schedules nothing.
     #[arg(long)]
@@ -47,6 +51,7 @@ pub fn run(a: AgentArgs) -> Result<()> {
         key,
         api_socket: (!a.no_api).then(|| a.api.clone()),
         max_sessions: a.max_sessions,
+        riders_dev: a.accept_riders.clone(),
     };
     let service_cfg = match &a.config {
         Some(p) => mgrp_service::config::ServiceConfig::load(p)?,
@@ -56,15 +61,30 @@ pub fn run(a: AgentArgs) -> Result<()> {
     let agent = Agent::start(cfg)?;
     let mut service = mgrp_service::Service::start(&service_cfg, key_for_service, builder())?;
     let read = agent.counter_reader();
-    service
-        .hub()
-        .set_agent_counters(Box::new(move || match serde_json::to_value(read()) {
-            Ok(serde_json::Value::Object(m)) => m
-                .into_iter()
-                .filter_map(|(k, v)| Some((k, v.as_u64()?)))
-                .collect(),
-            _ => Vec::new(),
-        }));
+    service.hub().add_counters(
+        "agent",
+        Box::new(move || mgrp_service::counter_pairs(&read())),
+    );
+    if a.accept_riders.is_some() {
+        let rx = agent.rider_reader();
+        service.hub().add_counters(
+            "riders_received",
+            Box::new(move || match rx() {
+                Some((c, re)) => {
+                    let mut v = mgrp_service::counter_pairs(&c);
+                    if let Some(re) = re {
+                        v.extend(
+                            mgrp_service::counter_pairs(&re)
+                                .into_iter()
+                                .map(|(k, x)| (format!("reassembly_{k}"), x)),
+                        );
+                    }
+                    v
+                }
+                None => Vec::new(),
+            }),
+        );
+    }
     let http = match service_cfg.http {
         Some(addr) => {
             Some(mgrp_service::http::Http::start(addr, service.hub()).map_err(anyhow::Error::msg)?)

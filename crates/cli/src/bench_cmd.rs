@@ -19,6 +19,8 @@ pub enum BenchCmd {
     Accuracy(AccuracyBench),
     /// Passive measurement (Wren) of the testbed's own TCP traffic against ground truth.
     Passive(crate::passive_bench::PassiveBench),
+    /// Riders (MGRP piggybacking): the seed's microbenchmark, riders off vs on.
+    Riders(crate::riders_bench::RidersBench),
 }
 
 #[derive(Args)]
@@ -98,6 +100,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Pacing(b) => pacing_bench(b),
         BenchCmd::Accuracy(b) => crate::accuracy::run(b),
         BenchCmd::Passive(b) => crate::passive_bench::run(b),
+        BenchCmd::Riders(b) => crate::riders_bench::run(b),
     }
 }
 

@@ -11,6 +11,7 @@ mod output;
 mod passive_bench;
 mod passive_cmd;
 mod probe_cmd;
+mod riders_bench;
 mod signals;
 mod testbed_cmd;
 

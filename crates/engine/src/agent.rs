@@ -33,6 +33,8 @@ pub struct AgentConfig {
     pub api_socket: Option<PathBuf>,
     /// Most concurrent control connections (sessions and handshakes).
     pub max_sessions: usize,
+    /// Accept riders and write them into this TUN device (created by the agent).
+    pub riders_dev: Option<String>,
 }
 
 impl AgentConfig {
@@ -42,6 +44,7 @@ impl AgentConfig {
             key,
             api_socket: None,
             max_sessions: 64,
+            riders_dev: None,
         }
     }
 }
@@ -77,6 +80,7 @@ counters! {
     control_errors: "control connections ended by a malformed message",
     api_requests: "Probe API requests served",
     api_errors: "Probe API requests that failed",
+    riders_refused: "riders arriving while this agent accepts none (dropped)",
 }
 
 struct RxTrain {
@@ -101,6 +105,7 @@ pub(crate) struct Shared {
     pub stop: AtomicBool,
     connections: AtomicUsize,
     pub pacer: Arc<Pacer>,
+    pub riders: Option<crate::riders::RiderReceiver>,
 }
 
 pub struct Agent {
@@ -129,7 +134,12 @@ impl Agent {
         let _ = nix::sys::socket::setsockopt(&udp, nix::sys::socket::sockopt::RcvBuf, &(4 << 20));
         tcp.set_nonblocking(true)
             .map_err(|e| Error::io("control listener", e))?;
+        let riders = match &cfg.riders_dev {
+            Some(dev) => Some(crate::riders::RiderReceiver::open(dev, local_ipv4()?)?),
+            None => None,
+        };
         let shared = Arc::new(Shared {
+            riders,
             key: cfg.key.clone(),
             sessions: Mutex::new(HashMap::new()),
             replay: Mutex::new(ReplayGuard::default()),
@@ -166,6 +176,34 @@ impl Agent {
     }
 
     /// A reader of the counters that outlives this borrow (for a metrics endpoint).
+    /// What riders this agent received, if it accepts them.
+    pub fn rider_counters(
+        &self,
+    ) -> Option<(
+        crate::riders::RiderRecvCounters,
+        Option<mgrp_riders::reassembly::ReassemblyCounters>,
+    )> {
+        let r = self.shared.riders.as_ref()?;
+        Some((r.counters(), r.reassembly_counters()))
+    }
+
+    /// A reader of the rider counters that outlives this borrow.
+    #[allow(clippy::type_complexity)]
+    pub fn rider_reader(
+        &self,
+    ) -> impl Fn() -> Option<(
+        crate::riders::RiderRecvCounters,
+        Option<mgrp_riders::reassembly::ReassemblyCounters>,
+    )> + Send
+           + Sync
+           + 'static {
+        let shared = self.shared.clone();
+        move || {
+            let r = shared.riders.as_ref()?;
+            Some((r.counters(), r.reassembly_counters()))
+        }
+    }
+
     pub fn counter_reader(&self) -> impl Fn() -> CounterSnapshot + Send + Sync + 'static {
         let shared = self.shared.clone();
         move || shared.counters.snapshot()
@@ -205,6 +243,20 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
         .map_err(|e| Error::io(format!("spawn {name}"), e))
 }
 
+/// This host's IPv4 addresses (what riders may be addressed to).
+fn local_ipv4() -> Result<Vec<std::net::Ipv4Addr>, Error> {
+    let addrs =
+        nix::ifaddrs::getifaddrs().map_err(|e| Error::io("list interface addresses", e.into()))?;
+    Ok(addrs
+        .filter_map(|a| a.address?.as_sockaddr_in().map(|s| s.ip()))
+        .collect())
+}
+
+/// Is train `a` later than train `b`? (Train ids count up and wrap.)
+fn later(a: u32, b: u32) -> bool {
+    a != b && a.wrapping_sub(b) < 1 << 31
+}
+
 fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
@@ -237,7 +289,20 @@ fn rx_loop(udp: UdpSocket, s: Arc<Shared>) {
             continue;
         }
         st.udp_bytes_in += dg.len as u64;
-        if h.train == st.last_reported {
+        let peer = st.peer_ip;
+        // Train 0 is no train: a rider fragment sent on its own.
+        if h.train == 0 {
+            drop(sessions);
+            match (&s.riders, probe.rider) {
+                (Some(rx), Some(r)) => rx.handle(&s.key, peer, &h, &r),
+                (None, Some(_)) => bump(&c.riders_refused),
+                (_, None) => bump(&c.probes_malformed),
+            }
+            continue;
+        }
+        // An earlier train's probe (a straggler or a replay) is not news.
+        let current = st.train.as_ref().is_some_and(|t| t.train == h.train);
+        if h.train == st.last_reported || (!current && !later(h.train, st.last_reported)) {
             bump(&c.probes_stale);
             continue;
         }
@@ -262,6 +327,13 @@ fn rx_loop(udp: UdpSocket, s: Arc<Shared>) {
                 });
                 t.last_rx = Instant::now();
                 bump(&c.probes_ok);
+                if let Some(r) = probe.rider {
+                    drop(sessions);
+                    match &s.riders {
+                        Some(rx) => rx.handle(&s.key, peer, &h, &r),
+                        None => bump(&c.riders_refused),
+                    }
+                }
             }
             Some(_) => bump(&c.probes_duplicate),
             None => bump(&c.probes_malformed),

@@ -23,6 +23,35 @@ pub const KEY_ENV: &str = "MGRP_KEY";
 #[derive(Clone)]
 pub struct Key(Vec<u8>);
 
+/// What a rider's tag covers.
+pub struct RiderTagInput<'a> {
+    pub session: u32,
+    pub seq: u32,
+    pub train: u32,
+    pub index: u16,
+    pub frag_id: u32,
+    pub offset: u16,
+    pub proto: u8,
+    pub last: bool,
+    pub data: &'a [u8],
+}
+
+impl RiderTagInput<'_> {
+    fn fixed(&self) -> Vec<u8> {
+        let mut fixed = Vec::with_capacity(32);
+        fixed.extend_from_slice(b"mgrp1 rider");
+        fixed.extend_from_slice(&self.session.to_be_bytes());
+        fixed.extend_from_slice(&self.seq.to_be_bytes());
+        fixed.extend_from_slice(&self.train.to_be_bytes());
+        fixed.extend_from_slice(&self.index.to_be_bytes());
+        fixed.extend_from_slice(&self.frag_id.to_be_bytes());
+        fixed.extend_from_slice(&self.offset.to_be_bytes());
+        fixed.push(self.proto);
+        fixed.push(self.last as u8);
+        fixed
+    }
+}
+
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Key(..)")
@@ -92,6 +121,26 @@ impl Key {
             m.update(p);
         }
         m.verify_slice(tag).is_ok()
+    }
+
+    /// The tag a rider carries: over the probe's session, sequence, train and index and the
+    /// rider's descriptor and bytes (not the send timestamp, stamped after), truncated to
+    /// `TAG_LEN`. The receiver injects nothing whose tag does not verify.
+    pub fn rider_tag(&self, h: &RiderTagInput<'_>) -> [u8; mgrp_wire::probe::TAG_LEN] {
+        let full = self.mac(&[&h.fixed(), h.data]);
+        let mut t = [0u8; mgrp_wire::probe::TAG_LEN];
+        t.copy_from_slice(&full[..mgrp_wire::probe::TAG_LEN]);
+        t
+    }
+
+    /// Check a rider's tag in constant time.
+    pub fn verify_rider_tag(
+        &self,
+        h: &RiderTagInput<'_>,
+        tag: &[u8; mgrp_wire::probe::TAG_LEN],
+    ) -> bool {
+        let want = self.rider_tag(h);
+        want.iter().zip(tag).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0
     }
 
     pub fn client_mac(&self, nonce: &[u8; NONCE_LEN], unix_ms: u64) -> [u8; MAC_LEN] {

@@ -29,6 +29,8 @@ pub struct Session {
     /// Kernel TX timestamps are on; the counter of the next successful send.
     tx_stamps: bool,
     tx_id: u32,
+    /// Riders to this peer travel in our probes.
+    riders: Option<Arc<crate::riders::RiderSender>>,
 }
 
 impl Session {
@@ -39,12 +41,37 @@ impl Session {
         pacer: Arc<Pacer>,
         timeout: Duration,
     ) -> Result<Session, Error> {
-        let stream = TcpStream::connect_timeout(&peer, timeout).map_err(|e| {
+        Self::connect_marked(peer, key, pacer, timeout, None)
+    }
+
+    /// Like [`Session::connect`], with `SO_MARK` on the session's sockets (so policy routing
+    /// keeps them out of the riders' TUN; needs CAP_NET_ADMIN).
+    pub fn connect_marked(
+        peer: SocketAddr,
+        key: &Key,
+        pacer: Arc<Pacer>,
+        timeout: Duration,
+        mark: Option<u32>,
+    ) -> Result<Session, Error> {
+        let refused = |e| {
             Error::io(
                 format!("connect to agent at {peer} (is `mgrp agent` running there?)"),
                 e,
             )
-        })?;
+        };
+        let sock = socket2::Socket::new(
+            socket2::Domain::for_address(peer),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )
+        .map_err(|e| Error::io("control socket", e))?;
+        if let Some(m) = mark {
+            sock.set_mark(m)
+                .map_err(|e| Error::io("SO_MARK on the control socket (needs CAP_NET_ADMIN)", e))?;
+        }
+        sock.connect_timeout(&peer.into(), timeout)
+            .map_err(refused)?;
+        let stream: TcpStream = sock.into();
         let mut ctrl = FrameIo::new(stream);
         let mut nonce = [0u8; 16];
         rand::rng().fill(&mut nonce);
@@ -88,6 +115,11 @@ impl Session {
             "[::]:0"
         })
         .map_err(|e| Error::io("bind probe socket", e))?;
+        if let Some(m) = mark {
+            socket2::SockRef::from(&udp)
+                .set_mark(m)
+                .map_err(|e| Error::io("SO_MARK on the probe socket (needs CAP_NET_ADMIN)", e))?;
+        }
         udp.connect(peer)
             .map_err(|e| Error::io(format!("connect probe socket to {peer}"), e))?;
         let tx_stamps = crate::sock::enable_tx_timestamps(&udp);
@@ -101,7 +133,19 @@ impl Session {
             pacer,
             tx_stamps,
             tx_id: 0,
+            riders: None,
         })
+    }
+
+    /// Carry riders to this peer in this session's probes (IPv4 peers). Connect with
+    /// [`Session::connect_marked`] and [`mgrp_shim::BYPASS_MARK`] so the probes themselves do
+    /// not take the riders' route.
+    pub fn with_riders(mut self, r: Arc<crate::riders::RiderSender>) -> Session {
+        if let std::net::IpAddr::V4(d) = self.peer.ip() {
+            r.link(d, self.udp.clone(), self.session);
+            self.riders = Some(r);
+        }
+        self
     }
 
     pub fn peer(&self) -> SocketAddr {
@@ -120,6 +164,14 @@ impl Session {
 
     pub fn session_id(&self) -> u32 {
         self.session
+    }
+
+    /// Say when the next train will leave (CLOCK_MONOTONIC ns), so riders can wait for it: the
+    /// host's packets to this peer are held from T before it. Without riders, nothing.
+    pub fn expect_next_train(&self, at_ns: u64) {
+        if let (Some(r), std::net::IpAddr::V4(d)) = (&self.riders, self.peer.ip()) {
+            r.expect(d, at_ns);
+        }
     }
 
     /// Send one train and wait for the receiver's report. A lost report (peer gone) ends the
@@ -160,17 +212,27 @@ impl Session {
         })?;
         let start = mgrp_clock::now_ns() + LEAD_NS;
         let due_ns = spec.offsets().iter().map(|o| start + o).collect();
+        let (riders, riders_done) = match (&self.riders, self.peer.ip()) {
+            (Some(r), std::net::IpAddr::V4(d)) => {
+                let carry = spec.probes.iter().map(|p| p.may_carry).collect();
+                let (t, done) = r.train(d, start, spec.planned_ns(), carry);
+                (Some(t), Some(done))
+            }
+            _ => (None, None),
+        };
         let (done_tx, done_rx) = std::sync::mpsc::sync_channel(1);
         self.pacer.submit(Job {
             sock: self.udp.clone(),
             packets,
             due_ns,
             ttls: spec.probes.iter().map(|p| p.ttl).collect(),
+            riders,
             done: done_tx,
         })?;
         let mut sends = done_rx
             .recv_timeout(planned + Duration::from_secs(30))
             .map_err(|_| Error::Timeout("the pacer did not finish the train".into()))?;
+        let rider_stats = riders_done.map(|d| d.finish());
         self.attach_tx_stamps(&mut sends);
         let sent = sends.iter().filter(|s| s.mono_ns.is_some()).count() as u16;
         // The peer may already be gone: then the report is simply missing.
@@ -180,7 +242,7 @@ impl Session {
             None
         };
         let peer = self.peer.to_string();
-        Ok(match report {
+        let mut result = match report {
             Some((records, truncated)) => TrainResult::assemble(
                 train,
                 peer,
@@ -190,7 +252,9 @@ impl Session {
                 Some((&records, truncated)),
             ),
             None => TrainResult::assemble(train, peer, spec, start, &sends, None),
-        })
+        };
+        result.riders = rider_stats;
+        Ok(result)
     }
 
     /// Match kernel TX timestamps to this train's successful sends, in order.
@@ -237,6 +301,9 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        if let (Some(r), std::net::IpAddr::V4(d)) = (&self.riders, self.peer.ip()) {
+            r.unlink(d, self.session);
+        }
         let _ = self.ctrl.send(&Control::Close);
     }
 }

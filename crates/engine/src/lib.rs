@@ -13,6 +13,7 @@ pub mod auth;
 pub mod client;
 mod ctrl;
 pub mod pacer;
+pub mod riders;
 pub mod run;
 pub mod sock;
 pub mod train;

@@ -24,6 +24,8 @@ pub struct Job {
     /// Departure of each probe, CLOCK_MONOTONIC ns.
     pub due_ns: Vec<u64>,
     pub ttls: Vec<Option<u8>>,
+    /// Puts riders into probes just before they leave (MGRP piggybacking).
+    pub riders: Option<crate::riders::TrainRiders>,
     pub done: SyncSender<Vec<SendRecord>>,
 }
 
@@ -149,6 +151,10 @@ fn run(rx: Receiver<Job>) {
             // train nanosleep would wake 60-100 us late.
             if due > now_ns() + SPIN_NS {
                 sleep_until(due - SPIN_NS);
+            }
+            // Fill before the spin: the rider's cost comes out of the wait, not the gap.
+            if let Some(r) = job.riders.as_mut() {
+                r.fill(i, pkt);
             }
             while now_ns() < due {
                 std::hint::spin_loop();

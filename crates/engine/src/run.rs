@@ -27,7 +27,8 @@ pub fn to_spec(t: &TrainReq) -> TrainSpec {
                 size: p.size,
                 gap_ns: p.gap_ns,
                 ttl: None,
-                may_carry: false,
+                // Any probe may carry a rider; the engine's ratio limits it to a train prefix.
+                may_carry: true,
             })
             .collect(),
         tolerance_ns: None,
@@ -47,7 +48,7 @@ pub fn to_obs(r: &TrainResult) -> TrainObs {
             })
             .collect(),
         flagged: r.stats.flagged,
-        competing_bytes: 0,
+        competing_bytes: r.riders.map_or(0, |s| s.competing_bytes),
     }
 }
 
@@ -69,7 +70,12 @@ pub fn run_estimator(
                 let r = session.send_train(&to_spec(&req))?;
                 trains += 1;
                 bytes += req.bytes();
-                est.handle_train(mgrp_clock::now_ns(), &to_obs(&r));
+                let now = mgrp_clock::now_ns();
+                est.handle_train(now, &to_obs(&r));
+                if !est.is_done() {
+                    // Riders wait for the next train rather than leave just before it.
+                    session.expect_next_train(est.next_wakeup().unwrap_or(now).max(now));
+                }
                 progress(&Progress {
                     trains,
                     probe_bytes: bytes,

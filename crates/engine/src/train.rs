@@ -190,6 +190,9 @@ pub struct TrainResult {
     pub start_mono_ns: u64,
     pub probes: Vec<ProbeResult>,
     pub stats: TrainStats,
+    /// What riders the train carried, if riders are on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub riders: Option<crate::riders::TrainRiderStats>,
 }
 
 impl TrainResult {
@@ -259,6 +262,7 @@ impl TrainResult {
             train,
             peer,
             start_mono_ns,
+            riders: None,
             stats: TrainStats {
                 sent,
                 received,

@@ -136,12 +136,23 @@ pub struct Hub {
     pub subscribers: AtomicU64,
     /// Estimates that subscribers missed because they fell behind.
     pub events_lagged: AtomicU64,
-    /// Counters of the probe-answering agent for /metrics, if the host runs one.
-    agent_counters: RwLock<Option<AgentCounters>>,
+    /// Counters of other components for /metrics (the probe agent, riders), by group.
+    counter_groups: RwLock<Vec<(&'static str, AgentCounters)>>,
 }
 
 /// Named counters of another component, read at scrape time.
 pub type AgentCounters = Box<dyn Fn() -> Vec<(String, u64)> + Send + Sync>;
+
+/// A serializable counter snapshot as (name, value) pairs.
+pub fn counter_pairs(v: &impl Serialize) -> Vec<(String, u64)> {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::Object(m)) => m
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v.as_u64()?)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
 
 impl Hub {
     pub fn new(store: Box<dyn EstimateStore>, token: Option<String>) -> Arc<Hub> {
@@ -153,7 +164,7 @@ impl Hub {
             token: RwLock::new(token.map(Into::into)),
             subscribers: AtomicU64::new(0),
             events_lagged: AtomicU64::new(0),
-            agent_counters: RwLock::new(None),
+            counter_groups: RwLock::new(Vec::new()),
         })
     }
 
@@ -202,17 +213,19 @@ impl Hub {
         }
     }
 
-    pub fn set_agent_counters(&self, f: AgentCounters) {
-        if let Ok(mut g) = self.agent_counters.write() {
-            *g = Some(f);
+    /// Export another component's counters as `mgrp_<group>_total{counter=...}`.
+    pub fn add_counters(&self, group: &'static str, f: AgentCounters) {
+        if let Ok(mut g) = self.counter_groups.write() {
+            g.retain(|(n, _)| *n != group);
+            g.push((group, f));
         }
     }
 
-    pub fn agent_counters(&self) -> Vec<(String, u64)> {
-        self.agent_counters
+    /// Every group's counters, read now.
+    pub fn counter_groups(&self) -> Vec<(&'static str, Vec<(String, u64)>)> {
+        self.counter_groups
             .read()
-            .ok()
-            .and_then(|g| g.as_ref().map(|f| f()))
+            .map(|g| g.iter().map(|(n, f)| (*n, f())).collect())
             .unwrap_or_default()
     }
 
@@ -376,6 +389,7 @@ pub struct Service {
     key: Key,
     build: Builder,
     pacer: Option<Arc<Pacer>>,
+    riders: Option<Arc<mgrp_engine::riders::RiderSender>>,
     running: Vec<Running>,
     passive: Vec<RunningPassive>,
     /// Counters of schedules stopped by reloads, so totals never go backwards.
@@ -394,11 +408,42 @@ impl Service {
     /// Open the store and start one scheduler thread per configured path.
     pub fn start(cfg: &ServiceConfig, key: Key, build: Builder) -> Result<Service, Error> {
         let hub = Hub::new(open_store(cfg)?, cfg.token.clone());
+        let riders = match &cfg.riders {
+            Some(r) => {
+                let sender = Arc::new(mgrp_engine::riders::RiderSender::start(
+                    &mgrp_engine::riders::RiderConfig {
+                        dev: r.dev.clone(),
+                        opt_in: r.opt_in.clone(),
+                        hold: r.hold,
+                        ratio: r.ratio,
+                    },
+                    key.clone(),
+                )?);
+                let s = sender.clone();
+                hub.add_counters(
+                    "riders_sent",
+                    Box::new(move || {
+                        let mut v = counter_pairs(&s.counters());
+                        if let Some(b) = s.buffer_counters() {
+                            v.extend(
+                                counter_pairs(&b)
+                                    .into_iter()
+                                    .map(|(k, x)| (format!("buffer_{k}"), x)),
+                            );
+                        }
+                        v
+                    }),
+                );
+                Some(sender)
+            }
+            None => None,
+        };
         let mut svc = Service {
             hub,
             cfg: cfg.clone(),
             key,
             build,
+            riders,
             pacer: None,
             running: Vec::new(),
             passive: Vec::new(),
@@ -441,15 +486,16 @@ impl Service {
             None => self.pacer.insert(Arc::new(Pacer::spawn()?)).clone(),
         };
         let state = Arc::new(PathState::new(p.clone()));
-        let (key, build, hub, st) = (
+        let (key, build, hub, st, riders) = (
             self.key.clone(),
             self.build.clone(),
             self.hub.clone(),
             state.clone(),
+            self.riders.clone(),
         );
         let thread = std::thread::Builder::new()
             .name(format!("sched-{}", p.peer))
-            .spawn(move || keep_fresh(&st, &key, &build, &pacer, &hub))
+            .spawn(move || keep_fresh(&st, &key, &build, &pacer, &hub, riders))
             .map_err(|e| mgrp_engine::Error::BadInput(format!("scheduler thread: {e}")))?;
         self.running.push(Running { state, thread });
         self.publish_paths();
@@ -494,6 +540,9 @@ impl Service {
         }
         if new.http != self.cfg.http {
             rep.need_restart.push("http".into());
+        }
+        if new.riders != self.cfg.riders {
+            rep.need_restart.push("riders".into());
         }
         if new.token != self.cfg.token {
             self.hub.set_token(new.token.clone());
@@ -617,7 +666,14 @@ fn record(path: &str, metric: &str, source: &str, e: &Estimate) -> Record {
     }
 }
 
-fn keep_fresh(st: &PathState, key: &Key, build: &Builder, pacer: &Arc<Pacer>, hub: &Hub) {
+fn keep_fresh(
+    st: &PathState,
+    key: &Key,
+    build: &Builder,
+    pacer: &Arc<Pacer>,
+    hub: &Hub,
+    riders: Option<Arc<mgrp_engine::riders::RiderSender>>,
+) {
     let p = &st.sched;
     let c = &st.counters;
     let stop = &st.stop;
@@ -635,8 +691,19 @@ fn keep_fresh(st: &PathState, key: &Key, build: &Builder, pacer: &Arc<Pacer>, hu
         next = Instant::now() + p.every;
         let s = match session.as_mut() {
             Some(s) => s,
-            None => match Session::connect(p.peer, key, pacer.clone(), Duration::from_secs(3)) {
+            None => match Session::connect_marked(
+                p.peer,
+                key,
+                pacer.clone(),
+                Duration::from_secs(3),
+                // With riders on, the session's own sockets must not take the riders' route.
+                riders.as_ref().map(|_| mgrp_shim::BYPASS_MARK),
+            ) {
                 Ok(s) => {
+                    let s = match &riders {
+                        Some(r) => s.with_riders(r.clone()),
+                        None => s,
+                    };
                     if let Ok(mut n) = st.name.lock() {
                         *n = Some(format!(
                             "{}->{}",
@@ -660,14 +727,15 @@ fn keep_fresh(st: &PathState, key: &Key, build: &Builder, pacer: &Arc<Pacer>, hu
             c.skipped_for_budget.fetch_add(1, Ordering::Relaxed);
             continue;
         }
+        // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.
         let mut est = match build(&p.method, capacity) {
-            Ok(e) => e,
+            Ok(e) => mgrp_estimate::riders::RiderAware::new(e),
             Err(e) => {
                 st.fail(&e);
                 continue;
             }
         };
-        let mut bounded = Budgeted::new(est.as_mut(), p.budget - used);
+        let mut bounded = Budgeted::new(&mut est, p.budget - used);
         let deadline = Instant::now() + p.every.max(Duration::from_secs(5));
         let mut bytes = 0;
         let result = run_estimator(

@@ -159,9 +159,11 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, String> {
         "Estimates subscribers missed because they fell behind",
         lagged,
     );
-    let agent = counter(&mut reg, "agent", "Probe agent counters, by name");
-    for (name, v) in hub.agent_counters() {
-        agent.get_or_create(&vec![("counter", name)]).inc_by(v);
+    for (group, values) in hub.counter_groups() {
+        let f = counter(&mut reg, group, "Counters of this component, by name");
+        for (name, v) in values {
+            f.get_or_create(&vec![("counter", name)]).inc_by(v);
+        }
     }
     let mut out = String::new();
     encode(&mut out, &reg).map_err(|e| e.to_string())?;

@@ -1,0 +1,583 @@
+//! Riders in the engine (MGRP piggybacking): the host's own packets, routed into a TUN device,
+//! travel inside probe padding to the peer agent, which writes them into its own TUN so its
+//! kernel sees the original packets.
+//!
+//! Sender ([`RiderSender`]): a thread reads the TUN; each packet goes to the payload buffer
+//! (`mgrp-riders`), which holds it only while a train to its destination is pending (at most T),
+//! otherwise it leaves at once through a raw socket. The pacer fills each probe that may carry a
+//! rider just before it leaves ([`TrainRiders::fill`]); leftover fragments go standalone at the
+//! end of the train or at their deadline. Receiver ([`RiderReceiver`]): authenticate, reassemble,
+//! check the inner addresses against the session, write into the TUN.
+
+use crate::auth::{Key, RiderTagInput};
+use crate::Error;
+use mgrp_riders::buffer::{BufferConfig, Expired, Packet, PayloadBuffer, RiderChunk};
+use mgrp_riders::reassembly::{Reassembler, ReassemblyConfig};
+use mgrp_shim::ip::Ipv4Info;
+use mgrp_shim::raw::RawSender;
+use mgrp_shim::route::{OptIn, Routing};
+use mgrp_shim::tun::Tun;
+use mgrp_wire::probe::{self, ProbeHeader, Rider, RiderProto, FLAG_RIDER};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Bytes of a probe that are not padding when it carries a rider of `n` bytes.
+fn rider_overhead() -> usize {
+    probe::header_len(Some(0))
+}
+
+/// The sender's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RiderConfig {
+    /// TUN device the opted-in traffic is routed into.
+    pub dev: String,
+    pub opt_in: Vec<OptIn>,
+    /// T: the longest a packet waits for a probe (0 = riders off).
+    pub hold: Duration,
+    /// Share of each train, from its start, whose probes may carry riders (the seed's ratio).
+    pub ratio: f64,
+}
+
+impl Default for RiderConfig {
+    fn default() -> Self {
+        RiderConfig {
+            dev: "mgrp0".into(),
+            opt_in: Vec::new(),
+            hold: Duration::from_millis(10),
+            ratio: 1.0,
+        }
+    }
+}
+
+macro_rules! rider_counters {
+    ($name:ident, $snap:ident { $($f:ident: $doc:literal),* $(,)? }) => {
+        #[derive(Default)]
+        struct $name { $($f: AtomicU64,)* }
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+        pub struct $snap { $(#[doc = $doc] pub $f: u64,)* }
+        impl $name {
+            fn snapshot(&self) -> $snap {
+                $snap { $($f: self.$f.load(Ordering::Relaxed),)* }
+            }
+        }
+    };
+}
+
+rider_counters!(
+    SendCounters,
+    RiderSendCounters {
+        tun_packets: "packets read from the TUN",
+        tun_bytes: "bytes read from the TUN",
+        not_ipv4: "packets from the TUN that were not IPv4 (dropped)",
+        passed_through: "packets sent normally at once (no train pending, or bounds)",
+        expired_whole: "held packets sent normally at their deadline",
+        rider_chunks: "riders (whole packets or fragments) carried in probes",
+        rider_bytes: "bytes carried in probe padding",
+        empty_probes: "probes that could carry a rider and left empty",
+        empty_bytes: "bytes of those empty probes",
+        standalone_fragments: "fragments sent in their own packet (end of train or deadline)",
+        standalone_bytes: "bytes of standalone fragments",
+        send_errors: "normal or standalone sends that failed",
+        no_session: "standalone fragments with no session to their destination (dropped)",
+    }
+);
+
+rider_counters!(
+    RecvCounters,
+    RiderRecvCounters {
+        riders: "riders received in probes or standalone",
+        bad_tag: "riders whose tag did not verify (dropped)",
+        wrong_inner: "reassembled packets whose addresses do not match the session (dropped)",
+        replayed: "standalone riders already seen (dropped)",
+        injected: "packets written into the TUN",
+        inject_errors: "writes into the TUN that failed",
+    }
+);
+
+/// Where standalone fragments to a destination go: the session's socket and id.
+struct Link {
+    udp: Arc<UdpSocket>,
+    session: u32,
+    seq: AtomicU32,
+}
+
+struct SendShared {
+    key: Key,
+    buffer: Mutex<PayloadBuffer>,
+    raw: RawSender,
+    links: Mutex<HashMap<Ipv4Addr, Arc<Link>>>,
+    counters: SendCounters,
+    ratio: f64,
+    stop: AtomicBool,
+}
+
+/// The sender's side: owns the TUN, the routing that feeds it, the buffer and its thread.
+pub struct RiderSender {
+    shared: Arc<SendShared>,
+    thread: Option<JoinHandle<()>>,
+    _routing: Routing,
+}
+
+/// Rider accounting of one train, for the estimator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct TrainRiderStats {
+    pub chunks: u32,
+    pub bytes: u64,
+    /// Rider bytes that would have crossed the path during the train anyway (they entered the
+    /// buffer within the train's planned window): estimators subtract them.
+    pub competing_bytes: u64,
+    pub empty_probes: u32,
+    /// Bytes of the probes that could carry a rider and left empty: the measurement's own
+    /// cost (the seed's "probe (nopbk)" bytes).
+    pub empty_bytes: u64,
+    pub standalone_fragments: u32,
+}
+
+impl RiderSender {
+    /// Open the TUN, route the opted-in traffic into it, start the reader thread.
+    pub fn start(cfg: &RiderConfig, key: Key) -> Result<RiderSender, Error> {
+        if !(0.0..=1.0).contains(&cfg.ratio) {
+            return Err(Error::BadInput("rider ratio must be 0..=1".into()));
+        }
+        let tun = Tun::open(&cfg.dev).map_err(|e| Error::BadInput(e.to_string()))?;
+        let routing =
+            Routing::install(&cfg.dev, &cfg.opt_in).map_err(|e| Error::BadInput(e.to_string()))?;
+        let raw =
+            RawSender::new(mgrp_shim::BYPASS_MARK).map_err(|e| Error::BadInput(e.to_string()))?;
+        let shared = Arc::new(SendShared {
+            key,
+            buffer: Mutex::new(PayloadBuffer::new(BufferConfig {
+                hold_ns: cfg.hold.as_nanos() as u64,
+                ..BufferConfig::default()
+            })),
+            raw,
+            links: Mutex::new(HashMap::new()),
+            counters: SendCounters::default(),
+            ratio: cfg.ratio,
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("mgrp-riders".into())
+            .spawn(move || tun_loop(&tun, &s))
+            .map_err(|e| Error::io("spawn riders thread", e))?;
+        Ok(RiderSender {
+            shared,
+            thread: Some(thread),
+            _routing: routing,
+        })
+    }
+
+    /// A session to `dst` exists: standalone fragments to it go through its socket.
+    pub(crate) fn link(&self, dst: Ipv4Addr, udp: Arc<UdpSocket>, session: u32) {
+        if let Ok(mut l) = self.shared.links.lock() {
+            l.insert(
+                dst,
+                Arc::new(Link {
+                    udp,
+                    session,
+                    // Standalone riders count from the top of the sequence space, away from
+                    // the session's probes.
+                    seq: AtomicU32::new(0x8000_0000),
+                }),
+            );
+        }
+    }
+
+    pub(crate) fn unlink(&self, dst: Ipv4Addr, session: u32) {
+        if let Ok(mut l) = self.shared.links.lock() {
+            if l.get(&dst).is_some_and(|k| k.session == session) {
+                l.remove(&dst);
+            }
+        }
+    }
+
+    pub fn counters(&self) -> RiderSendCounters {
+        self.shared.counters.snapshot()
+    }
+
+    /// Quantiles of the delay riders and held packets saw in the buffer, µs.
+    pub fn buffer_counters(&self) -> Option<mgrp_riders::buffer::BufferCounters> {
+        self.shared.buffer.lock().ok().map(|b| b.counters())
+    }
+
+    /// A train to `dst` is expected to start at `at_ns` (monotonic): from T before it, packets
+    /// for `dst` wait for it rather than leave at once.
+    pub(crate) fn expect(&self, dst: Ipv4Addr, at_ns: u64) {
+        if let Ok(mut b) = self.shared.buffer.lock() {
+            let hold = b.config().hold_ns;
+            b.expect_train(
+                IpAddr::V4(dst),
+                at_ns.saturating_sub(hold),
+                at_ns + 1_000_000,
+            );
+        }
+    }
+
+    /// A train of `planned_ns` to `dst` starts at `start_ns` (monotonic): hold packets for it,
+    /// and return the filler the pacer calls for each probe.
+    pub(crate) fn train(
+        &self,
+        dst: Ipv4Addr,
+        start_ns: u64,
+        planned_ns: u64,
+        carry: Vec<bool>,
+    ) -> (TrainRiders, TrainRidersDone) {
+        let now = mgrp_clock::now_ns();
+        if let Ok(mut b) = self.shared.buffer.lock() {
+            b.expect_train(IpAddr::V4(dst), now, start_ns + planned_ns + 1_000_000);
+        }
+        let n = carry.len();
+        let allowed = (self.shared.ratio * n as f64).ceil() as usize;
+        let stats = Arc::new(Mutex::new(TrainRiderStats::default()));
+        (
+            TrainRiders {
+                shared: self.shared.clone(),
+                dst,
+                window: (now.min(start_ns), start_ns + planned_ns),
+                carry: carry
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| c && i < allowed)
+                    .collect(),
+                stats: stats.clone(),
+            },
+            TrainRidersDone {
+                shared: self.shared.clone(),
+                dst,
+                stats,
+            },
+        )
+    }
+}
+
+impl Drop for RiderSender {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One train's rider filler, moved into the pacer's job.
+pub struct TrainRiders {
+    shared: Arc<SendShared>,
+    dst: Ipv4Addr,
+    window: (u64, u64),
+    carry: Vec<bool>,
+    stats: Arc<Mutex<TrainRiderStats>>,
+}
+
+/// What the session keeps of a train's riders to finish it after the pacer is done.
+pub(crate) struct TrainRidersDone {
+    shared: Arc<SendShared>,
+    dst: Ipv4Addr,
+    stats: Arc<Mutex<TrainRiderStats>>,
+}
+
+impl TrainRiders {
+    /// Put a rider into probe `index` (encoded in `pkt`) if one is waiting; the probe's size
+    /// never changes.
+    pub fn fill(&mut self, index: usize, pkt: &mut [u8]) {
+        if !self.carry.get(index).copied().unwrap_or(false) {
+            return;
+        }
+        let Ok(p) = probe::decode(pkt) else { return };
+        let header = p.header;
+        let space = pkt.len().saturating_sub(rider_overhead());
+        let now = mgrp_clock::now_ns();
+        let chunk = match self.shared.buffer.lock() {
+            Ok(mut b) => b.take_rider(now, IpAddr::V4(self.dst), space),
+            Err(_) => None,
+        };
+        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(c) = chunk else {
+            stats.empty_probes += 1;
+            stats.empty_bytes += pkt.len() as u64;
+            let k = &self.shared.counters;
+            k.empty_probes.fetch_add(1, Ordering::Relaxed);
+            k.empty_bytes.fetch_add(pkt.len() as u64, Ordering::Relaxed);
+            return;
+        };
+        let tag = self.shared.key.rider_tag(&RiderTagInput {
+            session: header.session,
+            seq: header.seq,
+            train: header.train,
+            index: header.index,
+            frag_id: c.frag_id,
+            offset: c.offset,
+            proto: c.proto,
+            last: c.last,
+            data: &c.data,
+        });
+        let rider = Rider {
+            frag_id: c.frag_id,
+            offset: c.offset,
+            proto: RiderProto::from_code(c.proto),
+            last: c.last,
+            data: &c.data,
+            tag,
+        };
+        let size = pkt.len();
+        let h = ProbeHeader {
+            flags: header.flags | FLAG_RIDER,
+            ..header
+        };
+        if probe::encode(&h, Some(&rider), size, pkt).is_err() {
+            return;
+        }
+        stats.chunks += 1;
+        stats.bytes += c.data.len() as u64;
+        if (self.window.0..=self.window.1).contains(&c.enqueued_ns) {
+            stats.competing_bytes += c.data.len() as u64;
+        }
+        let k = &self.shared.counters;
+        k.rider_chunks.fetch_add(1, Ordering::Relaxed);
+        k.rider_bytes
+            .fetch_add(c.data.len() as u64, Ordering::Relaxed);
+    }
+}
+
+impl TrainRidersDone {
+    /// The train has gone: the rest of a partly carried packet leaves standalone now.
+    pub(crate) fn finish(&self) -> TrainRiderStats {
+        let max = mgrp_shim::tun::MAX_PACKET.min(1400);
+        let chunks = match self.shared.buffer.lock() {
+            Ok(mut b) => b.end_train(mgrp_clock::now_ns(), IpAddr::V4(self.dst), max),
+            Err(_) => Vec::new(),
+        };
+        let n = chunks.len() as u32;
+        for c in chunks {
+            send_standalone(&self.shared, self.dst, &c);
+        }
+        let mut s = *self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        s.standalone_fragments += n;
+        s
+    }
+}
+
+/// A fragment in a packet of its own (train 0): exactly header + rider, no padding.
+fn send_standalone(s: &SendShared, dst: Ipv4Addr, c: &RiderChunk) {
+    let k = &s.counters;
+    let Some(link) = s.links.lock().ok().and_then(|l| l.get(&dst).cloned()) else {
+        k.no_session.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let seq = link.seq.fetch_add(1, Ordering::Relaxed);
+    let h = ProbeHeader {
+        flags: 0,
+        session: link.session,
+        seq,
+        train: 0,
+        index: 0,
+        train_len: 1,
+        sent_ns: mgrp_clock::realtime_ns(),
+    };
+    let tag = s.key.rider_tag(&RiderTagInput {
+        session: h.session,
+        seq,
+        train: 0,
+        index: 0,
+        frag_id: c.frag_id,
+        offset: c.offset,
+        proto: c.proto,
+        last: c.last,
+        data: &c.data,
+    });
+    let rider = Rider {
+        frag_id: c.frag_id,
+        offset: c.offset,
+        proto: RiderProto::from_code(c.proto),
+        last: c.last,
+        data: &c.data,
+        tag,
+    };
+    let size = probe::header_len(Some(c.data.len()));
+    let mut buf = vec![0u8; size];
+    if probe::encode(&h, Some(&rider), size, &mut buf).is_err() || link.udp.send(&buf).is_err() {
+        k.send_errors.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    k.standalone_fragments.fetch_add(1, Ordering::Relaxed);
+    k.standalone_bytes
+        .fetch_add(c.data.len() as u64, Ordering::Relaxed);
+}
+
+fn send_normally(s: &SendShared, pkt: &[u8], counter: &AtomicU64) {
+    if s.raw.send(pkt).is_ok() {
+        counter.fetch_add(1, Ordering::Relaxed);
+    } else {
+        s.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Read the TUN, hold or pass each packet, send what expires — until stopped.
+fn tun_loop(tun: &Tun, s: &SendShared) {
+    mgrp_clock::tighten_timer_slack();
+    let mut buf = vec![0u8; mgrp_shim::tun::MAX_PACKET];
+    let k = &s.counters;
+    while !s.stop.load(Ordering::Relaxed) {
+        let now = mgrp_clock::now_ns();
+        let next = s
+            .buffer
+            .lock()
+            .ok()
+            .and_then(|b| b.next_deadline())
+            .unwrap_or(now + 20_000_000);
+        tun.wait(Duration::from_nanos(
+            next.saturating_sub(now).min(20_000_000),
+        ));
+        while let Ok(Some(n)) = tun.read(&mut buf) {
+            k.tun_packets.fetch_add(1, Ordering::Relaxed);
+            k.tun_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            let Some(info) = Ipv4Info::parse(&buf[..n]) else {
+                k.not_ipv4.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let pkt = Packet {
+                dst: IpAddr::V4(info.dst),
+                proto: info.proto,
+                data: buf[..info.len].to_vec(),
+                enqueued_ns: mgrp_clock::now_ns(),
+            };
+            let back = match s.buffer.lock() {
+                Ok(mut b) => b.push(pkt.enqueued_ns, pkt),
+                Err(_) => Some(pkt),
+            };
+            if let Some(p) = back {
+                send_normally(s, &p.data, &k.passed_through);
+            }
+        }
+        let expired = match s.buffer.lock() {
+            Ok(mut b) => b.poll_expired(mgrp_clock::now_ns(), 1400),
+            Err(_) => Vec::new(),
+        };
+        for e in expired {
+            match e {
+                Expired::Whole(p) => send_normally(s, &p.data, &k.expired_whole),
+                Expired::Fragment(c) => {
+                    if let IpAddr::V4(d) = c.dst {
+                        send_standalone(s, d, &c)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The receiver's side: a TUN to write reassembled packets into.
+pub struct RiderReceiver {
+    tun: Tun,
+    reassembly: Mutex<Reassembler>,
+    local: Vec<Ipv4Addr>,
+    counters: RecvCounters,
+    /// Per session: the highest standalone sequence seen and a 64-bit window below it.
+    replay: Mutex<HashMap<u32, (u32, u64)>>,
+}
+
+impl RiderReceiver {
+    /// Open TUN `dev` in this namespace for incoming riders; `local` are the addresses riders
+    /// may be for.
+    pub fn open(dev: &str, local: Vec<Ipv4Addr>) -> Result<RiderReceiver, Error> {
+        let tun = Tun::open(dev).map_err(|e| Error::BadInput(e.to_string()))?;
+        mgrp_shim::route::prepare_receiver(dev).map_err(|e| Error::BadInput(e.to_string()))?;
+        Ok(RiderReceiver {
+            tun,
+            reassembly: Mutex::new(Reassembler::new(ReassemblyConfig::default())),
+            local,
+            counters: RecvCounters::default(),
+            replay: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn counters(&self) -> RiderRecvCounters {
+        self.counters.snapshot()
+    }
+
+    pub fn reassembly_counters(&self) -> Option<mgrp_riders::reassembly::ReassemblyCounters> {
+        self.reassembly.lock().ok().map(|r| r.counters())
+    }
+
+    /// Is standalone sequence `seq` of `session` new? (IPsec-style window of 64.)
+    fn fresh(&self, session: u32, seq: u32) -> bool {
+        let Ok(mut m) = self.replay.lock() else {
+            return false;
+        };
+        if m.len() > 4096 && !m.contains_key(&session) {
+            m.clear();
+        }
+        let (top, bits) = m.entry(session).or_insert((seq.wrapping_sub(1), 0));
+        let ahead = seq.wrapping_sub(*top);
+        if ahead != 0 && ahead < 1 << 31 {
+            *bits = if ahead >= 64 { 0 } else { *bits << ahead };
+            *bits |= 1;
+            *top = seq;
+            return true;
+        }
+        let behind = top.wrapping_sub(seq);
+        if behind >= 64 || *bits & (1 << behind) != 0 {
+            return false;
+        }
+        *bits |= 1 << behind;
+        true
+    }
+
+    /// A rider from `peer` in an accepted probe (or a standalone one, train 0).
+    pub(crate) fn handle(&self, key: &Key, peer: IpAddr, h: &ProbeHeader, r: &Rider<'_>) {
+        let k = &self.counters;
+        k.riders.fetch_add(1, Ordering::Relaxed);
+        let input = RiderTagInput {
+            session: h.session,
+            seq: h.seq,
+            train: h.train,
+            index: h.index,
+            frag_id: r.frag_id,
+            offset: r.offset,
+            proto: r.proto.code(),
+            last: r.last,
+            data: r.data,
+        };
+        if !key.verify_rider_tag(&input, &r.tag) {
+            k.bad_tag.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if h.train == 0 && !self.fresh(h.session, h.seq) {
+            k.replayed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let now = mgrp_clock::now_ns();
+        let whole = match self.reassembly.lock() {
+            Ok(mut re) => {
+                re.poll_timeouts(now);
+                re.push(
+                    now,
+                    peer,
+                    r.proto.code(),
+                    r.frag_id,
+                    r.offset,
+                    r.last,
+                    r.data,
+                )
+            }
+            Err(_) => None,
+        };
+        let Some(pkt) = whole else { return };
+        let ok = Ipv4Info::parse(&pkt).is_some_and(|i| {
+            IpAddr::V4(i.src) == peer && self.local.contains(&i.dst) && i.proto == r.proto.code()
+        });
+        if !ok {
+            k.wrong_inner.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        match self.tun.write(&pkt) {
+            Ok(()) => k.injected.fetch_add(1, Ordering::Relaxed),
+            Err(_) => k.inject_errors.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+}
