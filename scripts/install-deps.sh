@@ -15,6 +15,9 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 # browser) and a font for the screenshot.
 command -v chromium >/dev/null || need+=(chromium)
 dpkg -s fonts-dejavu-core >/dev/null 2>&1 || need+=(fonts-dejavu-core)
+# The PostgreSQL store's tests start a server of their own (initdb, pg_ctl, postgres in
+# /usr/lib/postgresql/N/bin, which is not on PATH).
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -23,6 +26,11 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
   echo "installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  if [[ " ${need[*]} " == *" postgresql "* ]]; then
+    # No default cluster: the package would otherwise create one and start it on port 5432.
+    mkdir -p /etc/postgresql-common/createcluster.d
+    echo 'create_main_cluster = false' >/etc/postgresql-common/createcluster.d/mgrp.conf
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi

@@ -2,7 +2,8 @@
 //! fresh, how often, with which method, within which probe-byte budget.
 //!
 //! ```toml
-//! store = "/var/lib/mgrp/estimates.db"   # ":memory:" keeps nothing across restarts
+//! store = "/var/lib/mgrp/estimates.db"   # ":memory:" keeps nothing; or a PostgreSQL URL
+//! archive = "postgresql://mgrp@archive.example/mgrp"   # also push every estimate there
 //! retention = "7d"                       # raw estimates; 1 min / 1 h aggregates stay
 //! http = "127.0.0.1:7241"                # the HTTP API ("off" for none)
 //! token_file = "/etc/mgrp/api-token"     # required by clients that are not on localhost
@@ -63,10 +64,26 @@ pub struct RidersConfig {
     pub ratio: f64,
 }
 
+/// Where estimates are kept.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreAt {
+    /// One SQLite file.
+    File(PathBuf),
+    /// A PostgreSQL database (libpq-style URL or key=value string).
+    Postgres(String),
+}
+
+/// Is `s` a PostgreSQL connection string rather than a file?
+fn is_postgres(s: &str) -> bool {
+    s.starts_with("postgresql://") || s.starts_with("postgres://") || s.contains("host=")
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServiceConfig {
     /// `None`: in memory.
-    pub store: Option<PathBuf>,
+    pub store: Option<StoreAt>,
+    /// A central PostgreSQL archive every estimate is also pushed to.
+    pub archive: Option<String>,
     pub retention: Duration,
     pub paths: Vec<PathSchedule>,
     /// Where the HTTP API listens; `None`: no API.
@@ -86,6 +103,7 @@ impl Default for ServiceConfig {
             paths: Vec::new(),
             http: None,
             token: None,
+            archive: None,
             passive: Vec::new(),
             riders: None,
         }
@@ -136,6 +154,7 @@ struct RawRiders {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     store: Option<String>,
+    archive: Option<String>,
     retention: Option<String>,
     http: Option<String>,
     token_file: Option<String>,
@@ -179,7 +198,19 @@ impl ServiceConfig {
         let raw: RawConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         let mut c = ServiceConfig::default();
         if let Some(s) = raw.store {
-            c.store = (s != ":memory:").then(|| PathBuf::from(s));
+            c.store = match s.as_str() {
+                ":memory:" => None,
+                u if is_postgres(u) => Some(StoreAt::Postgres(s)),
+                _ => Some(StoreAt::File(PathBuf::from(s))),
+            };
+        }
+        if let Some(a) = raw.archive {
+            if !is_postgres(&a) {
+                return Err(format!(
+                    "archive: {a:?} is not a PostgreSQL URL (postgresql://USER@HOST/DB)"
+                ));
+            }
+            c.archive = Some(a);
         }
         if let Some(r) = raw.retention {
             c.retention = parse_retention(&r).map_err(|e| format!("retention: {e}"))?;
@@ -315,7 +346,16 @@ mod tests {
             "#,
         )
         .unwrap();
-        assert_eq!(c.store, Some(PathBuf::from("/tmp/x.db")));
+        assert_eq!(c.store, Some(StoreAt::File(PathBuf::from("/tmp/x.db"))));
+        let pg = ServiceConfig::parse(
+            "store = \"postgresql://mgrp@db/mgrp\"\narchive = \"host=/run/pg dbname=a\"",
+        )
+        .unwrap();
+        assert_eq!(
+            pg.store,
+            Some(StoreAt::Postgres("postgresql://mgrp@db/mgrp".into()))
+        );
+        assert_eq!(pg.archive.as_deref(), Some("host=/run/pg dbname=a"));
         assert_eq!(c.retention, Duration::from_secs(30 * 86_400));
         assert_eq!(
             ServiceConfig::parse("retention = \"2h\"")
@@ -363,6 +403,7 @@ mod tests {
             ("http = \"everywhere\"", "IP:PORT"),
             ("token_file = \"/nonexistent/token\"", "token_file"),
             ("[[passive]]\niface = \"\"", "passive #1"),
+            ("archive = \"/tmp/x.db\"", "not a PostgreSQL URL"),
             ("[riders]\nopt_in = []", "riders: opt_in"),
             ("[riders]\nopt_in = [\"dns:53\"]", "unknown opt-in"),
             ("[riders]\nopt_in = [\"tcp:80\"]\nratio = 2.0", "ratio"),

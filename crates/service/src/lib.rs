@@ -132,6 +132,7 @@ pub struct Hub {
     paths: RwLock<Vec<Arc<PathState>>>,
     passive: RwLock<Vec<(PassiveSource, Arc<PassiveState>)>>,
     token: RwLock<Option<Arc<str>>>,
+    archive: RwLock<Option<Arc<Archive>>>,
     /// Live subscriptions (SSE clients).
     pub subscribers: AtomicU64,
     /// Estimates that subscribers missed because they fell behind.
@@ -162,6 +163,7 @@ impl Hub {
             paths: RwLock::new(Vec::new()),
             passive: RwLock::new(Vec::new()),
             token: RwLock::new(token.map(Into::into)),
+            archive: RwLock::new(None),
             subscribers: AtomicU64::new(0),
             events_lagged: AtomicU64::new(0),
             counter_groups: RwLock::new(Vec::new()),
@@ -179,6 +181,9 @@ impl Hub {
             .map_err(|_| "the store's lock is poisoned".to_string())?
             .insert(recs)
             .map_err(|e| e.to_string())?;
+        if let Some(a) = self.archive.read().ok().and_then(|a| a.clone()) {
+            a.push(recs);
+        }
         for r in recs {
             // No subscriber is not an error.
             let _ = self.events.send(Arc::new(r.clone()));
@@ -399,15 +404,109 @@ pub struct Service {
 /// Open the store a configuration names.
 pub fn open_store(cfg: &ServiceConfig) -> Result<Box<dyn EstimateStore>, Error> {
     Ok(match &cfg.store {
-        Some(p) => Box::new(Store::open(p, Durability::Process, cfg.retention)?),
+        Some(config::StoreAt::File(p)) => {
+            Box::new(Store::open(p, Durability::Process, cfg.retention)?)
+        }
+        Some(config::StoreAt::Postgres(url)) => {
+            Box::new(mgrp_store_pg::PgStore::connect(url, cfg.retention)?)
+        }
         None => Box::new(Store::in_memory(cfg.retention)?),
     })
+}
+
+/// Estimates waiting for the archive at most; beyond, they are dropped and counted (the local
+/// store still has them).
+const ARCHIVE_QUEUE: usize = 1024;
+
+/// Pushes copies of estimates to a central PostgreSQL archive from its own thread, so a slow or
+/// absent archive never holds up measurement.
+pub struct Archive {
+    tx: Option<std::sync::mpsc::SyncSender<Vec<Record>>>,
+    thread: Option<JoinHandle<()>>,
+    pushed: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+}
+
+impl Archive {
+    /// Connect (a failure here is the operator's to fix: refuse to start) and start pushing.
+    pub fn start(url: &str, retention: Duration) -> Result<Archive, Error> {
+        let mut pg = mgrp_store_pg::PgStore::connect(url, retention)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Record>>(ARCHIVE_QUEUE);
+        let pushed = Arc::new(AtomicU64::new(0));
+        let failed = Arc::new(AtomicU64::new(0));
+        let (p, f) = (pushed.clone(), failed.clone());
+        let thread = std::thread::Builder::new()
+            .name("archive".into())
+            .spawn(move || {
+                let mut last = String::new();
+                for recs in rx {
+                    match pg.insert(&recs) {
+                        Ok(()) => {
+                            p.fetch_add(recs.len() as u64, Ordering::Relaxed);
+                            last.clear();
+                        }
+                        Err(e) => {
+                            f.fetch_add(recs.len() as u64, Ordering::Relaxed);
+                            let why = e.to_string();
+                            if why != last {
+                                eprintln!("mgrp agent: archive: {why}");
+                                last = why;
+                            }
+                        }
+                    }
+                }
+            })
+            .map_err(|e| mgrp_engine::Error::BadInput(format!("archive thread: {e}")))?;
+        Ok(Archive {
+            tx: Some(tx),
+            thread: Some(thread),
+            pushed,
+            dropped: Arc::new(AtomicU64::new(0)),
+            failed,
+        })
+    }
+
+    fn push(&self, recs: &[Record]) {
+        if let Some(tx) = &self.tx {
+            if tx.try_send(recs.to_vec()).is_err() {
+                self.dropped.fetch_add(recs.len() as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub fn counters(&self) -> Vec<(String, u64)> {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        vec![
+            ("pushed".into(), g(&self.pushed)),
+            ("dropped".into(), g(&self.dropped)),
+            ("failed".into(), g(&self.failed)),
+        ]
+    }
+}
+
+impl Drop for Archive {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread once the queue is written.
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Service {
     /// Open the store and start one scheduler thread per configured path.
     pub fn start(cfg: &ServiceConfig, key: Key, build: Builder) -> Result<Service, Error> {
         let hub = Hub::new(open_store(cfg)?, cfg.token.clone());
+        if let Some(url) = &cfg.archive {
+            let a = Arc::new(Archive::start(url, cfg.retention)?);
+            let c = a.clone();
+            hub.add_counters("archive", Box::new(move || c.counters()));
+            if let Ok(mut g) = hub.archive.write() {
+                *g = Some(a);
+            }
+        }
         let riders = match &cfg.riders {
             Some(r) => {
                 let sender = Arc::new(mgrp_engine::riders::RiderSender::start(
@@ -534,6 +633,9 @@ impl Service {
         let mut rep = ReloadReport::default();
         if new.store != self.cfg.store {
             rep.need_restart.push("store".into());
+        }
+        if new.archive != self.cfg.archive {
+            rep.need_restart.push("archive".into());
         }
         if new.retention != self.cfg.retention {
             rep.need_restart.push("retention".into());

@@ -85,9 +85,13 @@ pub fn check_record(r: &Record) -> Result<(), Error> {
 /// Check a time-scale question; returns the step in whole seconds.
 pub fn check_scale(step: Duration, count: usize) -> Result<u64, Error> {
     let step_s = step.as_secs();
-    if step.subsec_nanos() != 0 || step_s == 0 || !(1..=100_000).contains(&count) {
+    // Ten years bounds the step so step × count stays far inside u64 nanoseconds.
+    if step.subsec_nanos() != 0
+        || !(1..=315_360_000).contains(&step_s)
+        || !(1..=100_000).contains(&count)
+    {
         return Err(Error::BadInput(
-            "step must be a whole number of seconds ≥ 1 and count 1..=100000".into(),
+            "step must be a whole number of seconds 1s..=10 years and count 1..=100000".into(),
         ));
     }
     Ok(step_s)
@@ -342,7 +346,7 @@ impl EstimateStore for Store {
     fn series(&self) -> Result<Vec<(String, String)>, Error> {
         let mut q = self
             .db
-            .prepare_cached("SELECT DISTINCT path, metric FROM aggregates WHERE scale_s = 3600")?;
+            .prepare_cached("SELECT DISTINCT path, metric FROM aggregates WHERE scale_s = 3600 ORDER BY path, metric")?;
         let rows = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
         rows.collect::<Result<_, _>>().map_err(Into::into)
     }
@@ -361,7 +365,7 @@ impl EstimateStore for Store {
         let last_bucket = end_ns.saturating_sub(1) / step_ns;
         let first_bucket = (last_bucket + 1).saturating_sub(count as u64);
         let from_ns = first_bucket * step_ns;
-        let to_ns = (last_bucket + 1) * step_ns;
+        let to_ns = (last_bucket + 1).saturating_mul(step_ns);
         // The coarsest materialised scale that divides the step.
         if let Some(scale) = SCALES.iter().rev().copied().find(|s| step_s % s == 0) {
             let k = (step_s / scale) as i64;
