@@ -305,25 +305,7 @@ impl TrainRiders {
             k.empty_bytes.fetch_add(pkt.len() as u64, Ordering::Relaxed);
             return;
         };
-        let tag = self.shared.key.rider_tag(&RiderTagInput {
-            session: header.session,
-            seq: header.seq,
-            train: header.train,
-            index: header.index,
-            frag_id: c.frag_id,
-            offset: c.offset,
-            proto: c.proto,
-            last: c.last,
-            data: &c.data,
-        });
-        let rider = Rider {
-            frag_id: c.frag_id,
-            offset: c.offset,
-            proto: RiderProto::from_code(c.proto),
-            last: c.last,
-            data: &c.data,
-            tag,
-        };
+        let rider = tagged(&self.shared.key, &header, &c);
         let size = pkt.len();
         let h = ProbeHeader {
             flags: header.flags | FLAG_RIDER,
@@ -362,6 +344,29 @@ impl TrainRidersDone {
     }
 }
 
+/// Chunk `c` as the rider of the probe with header `h`, with its tag.
+fn tagged<'a>(key: &Key, h: &ProbeHeader, c: &'a RiderChunk) -> Rider<'a> {
+    let tag = key.rider_tag(&RiderTagInput {
+        session: h.session,
+        seq: h.seq,
+        train: h.train,
+        index: h.index,
+        frag_id: c.frag_id,
+        offset: c.offset,
+        proto: c.proto,
+        last: c.last,
+        data: &c.data,
+    });
+    Rider {
+        frag_id: c.frag_id,
+        offset: c.offset,
+        proto: RiderProto::from_code(c.proto),
+        last: c.last,
+        data: &c.data,
+        tag,
+    }
+}
+
 /// A fragment in a packet of its own (train 0): exactly header + rider, no padding.
 fn send_standalone(s: &SendShared, dst: Ipv4Addr, c: &RiderChunk) {
     let k = &s.counters;
@@ -379,25 +384,7 @@ fn send_standalone(s: &SendShared, dst: Ipv4Addr, c: &RiderChunk) {
         train_len: 1,
         sent_ns: mgrp_clock::realtime_ns(),
     };
-    let tag = s.key.rider_tag(&RiderTagInput {
-        session: h.session,
-        seq,
-        train: 0,
-        index: 0,
-        frag_id: c.frag_id,
-        offset: c.offset,
-        proto: c.proto,
-        last: c.last,
-        data: &c.data,
-    });
-    let rider = Rider {
-        frag_id: c.frag_id,
-        offset: c.offset,
-        proto: RiderProto::from_code(c.proto),
-        last: c.last,
-        data: &c.data,
-        tag,
-    };
+    let rider = tagged(&s.key, &h, c);
     let size = probe::header_len(Some(c.data.len()));
     let mut buf = vec![0u8; size];
     if probe::encode(&h, Some(&rider), size, &mut buf).is_err() || link.udp.send(&buf).is_err() {

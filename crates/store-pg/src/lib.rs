@@ -26,7 +26,7 @@
 //! `set_integer_now_func`. For a `timestamptz`, query `to_timestamp(t_ns / 1e9)`.
 
 use mgrp_store::{
-    check_record, check_scale, Error, EstimateStore, Point, Record, ScaleAnswer, SCALES,
+    check_record, Error, EstimateStore, Point, Record, ScaleAnswer, ScalePlan, SCALES,
 };
 use postgres::config::Host;
 use postgres::{Client, Config, NoTls, Row, Statement};
@@ -366,18 +366,9 @@ impl EstimateStore for PgStore {
         count: usize,
         end_ns: u64,
     ) -> Result<ScaleAnswer, Error> {
-        // The SQLite store's arithmetic, saturating where a huge step or end would overflow.
-        let step_s = check_scale(step, count)?;
-        let step_ns = step_s.saturating_mul(1_000_000_000);
-        let last_bucket = end_ns.saturating_sub(1) / step_ns;
-        let first_bucket = (last_bucket + 1).saturating_sub(count as u64);
-        let from_ns = first_bucket.saturating_mul(step_ns);
-        let to_ns = (last_bucket + 1).saturating_mul(step_ns);
-        // The coarsest materialised scale that divides the step.
-        if let Some(scale) = SCALES.iter().rev().copied().find(|s| step_s % s == 0) {
-            let k = (step_s / scale) as i64;
-            let lo = (from_ns / (scale * 1_000_000_000)) as i64;
-            let hi = (to_ns / (scale * 1_000_000_000)) as i64;
+        let plan = ScalePlan::new(step, count, end_ns)?;
+        if let Some((scale, lo, hi, k)) = plan.aggregate {
+            let (k, lo, hi) = (k as i64, clamp_i64(lo), clamp_i64(hi));
             let points = self.with("scale", |client, st| {
                 let rows =
                     client.query(&st.agg, &[&(scale as i64), &path, &metric, &k, &lo, &hi])?;
@@ -386,7 +377,7 @@ impl EstimateStore for PgStore {
                         let n: i64 = r.try_get(1)?;
                         let sum: f64 = r.try_get(2)?;
                         Ok(Point {
-                            start_ns: (r.try_get::<_, i64>(0)? as u64).saturating_mul(step_ns),
+                            start_ns: (r.try_get::<_, i64>(0)? as u64).saturating_mul(plan.step_ns),
                             n: n as u64,
                             mean: sum / n.max(1) as f64,
                             min: r.try_get(3)?,
@@ -402,10 +393,10 @@ impl EstimateStore for PgStore {
                 complete: true,
             });
         }
-        // Not materialised: from the raw rows, folded exactly as the SQLite store folds them
-        // (same order, same running mean), so the points are bit for bit the same. The horizon
-        // is read each time: another agent may have applied the retention.
-        let (from, to) = (clamp_i64(from_ns), clamp_i64(to_ns));
+        // Not materialised: from the raw rows, folded by the same code as the SQLite store's
+        // (same order), so the points are bit for bit the same. The horizon is read each time:
+        // another agent may have applied the retention.
+        let (from, to) = (clamp_i64(plan.from_ns), clamp_i64(plan.to_ns));
         let (horizon_ns, rows) = self.with("scale", |client, st| {
             let horizon = match client.query_opt(&st.horizon, &[])? {
                 Some(r) => r.try_get::<_, i64>(0)? as u64,
@@ -418,31 +409,10 @@ impl EstimateStore for PgStore {
                 .collect::<Result<Vec<_>, postgres::Error>>()?;
             Ok((horizon, rows))
         })?;
-        let mut points: Vec<Point> = Vec::new();
-        for (t, value) in rows {
-            let start = t / step_ns * step_ns;
-            match points.last_mut() {
-                Some(p) if p.start_ns == start => {
-                    p.mean += (value - p.mean) / (p.n + 1) as f64;
-                    p.n += 1;
-                    p.min = p.min.min(value);
-                    p.max = p.max.max(value);
-                    p.last = value;
-                }
-                _ => points.push(Point {
-                    start_ns: start,
-                    n: 1,
-                    mean: value,
-                    min: value,
-                    max: value,
-                    last: value,
-                }),
-            }
-        }
         Ok(ScaleAnswer {
-            points,
+            points: plan.fold(rows),
             source: "raw".into(),
-            complete: from_ns >= horizon_ns,
+            complete: plan.from_ns >= horizon_ns,
         })
     }
 

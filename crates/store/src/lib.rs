@@ -82,6 +82,73 @@ pub fn check_record(r: &Record) -> Result<(), Error> {
     Ok(())
 }
 
+/// The steps a time-scale question covers, and how to answer it (every backend the same way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScalePlan {
+    pub step_s: u64,
+    pub step_ns: u64,
+    /// First and one-past-last ns of the steps asked for.
+    pub from_ns: u64,
+    pub to_ns: u64,
+    /// The coarsest materialised scale dividing the step, its buckets [lo, hi), and how many
+    /// buckets make one step; `None`: answer from raw rows.
+    pub aggregate: Option<(u64, u64, u64, u64)>,
+}
+
+impl ScalePlan {
+    /// `count` steps of `step` ending at `end_ns` (the last step holds `end_ns - 1`).
+    pub fn new(step: Duration, count: usize, end_ns: u64) -> Result<ScalePlan, Error> {
+        let step_s = check_scale(step, count)?;
+        let step_ns = step_s.saturating_mul(1_000_000_000);
+        let last_bucket = end_ns.saturating_sub(1) / step_ns;
+        let first_bucket = (last_bucket + 1).saturating_sub(count as u64);
+        let from_ns = first_bucket.saturating_mul(step_ns);
+        let to_ns = (last_bucket + 1).saturating_mul(step_ns);
+        let aggregate = SCALES
+            .iter()
+            .rev()
+            .copied()
+            .find(|s| step_s % s == 0)
+            .map(|scale| {
+                let b = scale * 1_000_000_000;
+                (scale, from_ns / b, to_ns / b, step_s / scale)
+            });
+        Ok(ScalePlan {
+            step_s,
+            step_ns,
+            from_ns,
+            to_ns,
+            aggregate,
+        })
+    }
+
+    /// Fold raw estimates (time, value), oldest first, into the plan's steps.
+    pub fn fold(&self, rows: impl IntoIterator<Item = (u64, f64)>) -> Vec<Point> {
+        let mut points: Vec<Point> = Vec::new();
+        for (t, value) in rows {
+            let start = t / self.step_ns * self.step_ns;
+            match points.last_mut() {
+                Some(p) if p.start_ns == start => {
+                    p.mean += (value - p.mean) / (p.n + 1) as f64;
+                    p.n += 1;
+                    p.min = p.min.min(value);
+                    p.max = p.max.max(value);
+                    p.last = value;
+                }
+                _ => points.push(Point {
+                    start_ns: start,
+                    n: 1,
+                    mean: value,
+                    min: value,
+                    max: value,
+                    last: value,
+                }),
+            }
+        }
+        points
+    }
+}
+
 /// Check a time-scale question; returns the step in whole seconds.
 pub fn check_scale(step: Duration, count: usize) -> Result<u64, Error> {
     let step_s = step.as_secs();
@@ -360,15 +427,8 @@ impl EstimateStore for Store {
         count: usize,
         end_ns: u64,
     ) -> Result<ScaleAnswer, Error> {
-        let step_s = check_scale(step, count)?;
-        let step_ns = step_s * 1_000_000_000;
-        let last_bucket = end_ns.saturating_sub(1) / step_ns;
-        let first_bucket = (last_bucket + 1).saturating_sub(count as u64);
-        let from_ns = first_bucket * step_ns;
-        let to_ns = (last_bucket + 1).saturating_mul(step_ns);
-        // The coarsest materialised scale that divides the step.
-        if let Some(scale) = SCALES.iter().rev().copied().find(|s| step_s % s == 0) {
-            let k = (step_s / scale) as i64;
+        let plan = ScalePlan::new(step, count, end_ns)?;
+        if let Some((scale, lo, hi, k)) = plan.aggregate {
             let mut q = self.db.prepare_cached(
                 "SELECT bucket / ?4 AS b, SUM(n), SUM(sum), MIN(min), MAX(max), MAX(last_t),
                         (SELECT a2.last FROM aggregates a2
@@ -379,13 +439,19 @@ impl EstimateStore for Store {
                  WHERE scale_s = ?1 AND path = ?2 AND metric = ?3 AND bucket >= ?5 AND bucket < ?6
                  GROUP BY b ORDER BY b",
             )?;
-            let lo = (from_ns / (scale * 1_000_000_000)) as i64;
-            let hi = (to_ns / (scale * 1_000_000_000)) as i64;
-            let rows = q.query_map(params![scale as i64, path, metric, k, lo, hi], |r| {
+            let args = params![
+                scale as i64,
+                path,
+                metric,
+                k as i64,
+                clamp_i64(lo),
+                clamp_i64(hi)
+            ];
+            let rows = q.query_map(args, |r| {
                 let n: i64 = r.get(1)?;
                 let sum: f64 = r.get(2)?;
                 Ok(Point {
-                    start_ns: r.get::<_, i64>(0)? as u64 * step_ns,
+                    start_ns: (r.get::<_, i64>(0)? as u64).saturating_mul(plan.step_ns),
                     n: n as u64,
                     mean: sum / n.max(1) as f64,
                     min: r.get(3)?,
@@ -400,31 +466,11 @@ impl EstimateStore for Store {
             });
         }
         // Not materialised: from the raw rows.
-        let mut points: Vec<Point> = Vec::new();
-        for r in self.range(path, metric, from_ns, to_ns, 1_000_000)? {
-            let start = r.t_ns / step_ns * step_ns;
-            match points.last_mut() {
-                Some(p) if p.start_ns == start => {
-                    p.mean += (r.value - p.mean) / (p.n + 1) as f64;
-                    p.n += 1;
-                    p.min = p.min.min(r.value);
-                    p.max = p.max.max(r.value);
-                    p.last = r.value;
-                }
-                _ => points.push(Point {
-                    start_ns: start,
-                    n: 1,
-                    mean: r.value,
-                    min: r.value,
-                    max: r.value,
-                    last: r.value,
-                }),
-            }
-        }
+        let rows = self.range(path, metric, plan.from_ns, plan.to_ns, 1_000_000)?;
         Ok(ScaleAnswer {
-            points,
+            points: plan.fold(rows.iter().map(|r| (r.t_ns, r.value))),
             source: "raw".into(),
-            complete: from_ns >= self.horizon_ns,
+            complete: plan.from_ns >= self.horizon_ns,
         })
     }
 
