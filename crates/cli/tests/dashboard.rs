@@ -11,63 +11,14 @@
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
 use mgrp_testbed::{CrossPattern, DelayMode, Role, Testbed, TestbedConfig};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-const MGRP: &str = env!("CARGO_BIN_EXE_mgrp");
-const KEY: &str = "6d6772702d746573742d6b65792d3132333435363738393031323334353637";
-/// Inside the sender's namespace, whose loopback is its own: the port is free there.
-const HTTP_PORT: u16 = 7241;
+mod common;
+use common::{AgentProc, HTTP_PORT};
+
 /// Estimates the avail_bw plot must show (the schedule measures every second).
 const MIN_POINTS: u32 = 12;
-
-/// An `mgrp agent` process in a namespace, ended (by pid) on drop.
-struct AgentProc(Child);
-
-impl AgentProc {
-    fn start(tb: &Testbed, role: Role, config: Option<&Path>) -> AgentProc {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &tb.ns(role), MGRP, "agent", "--no-api"])
-            .args(["--stats-every", "0"])
-            .env("MGRP_KEY", KEY)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        if let Some(p) = config {
-            c.arg("--config").arg(p);
-        }
-        let a = AgentProc(c.spawn().unwrap());
-        // Ready once it accepts: the control port, and with a config the HTTP API too.
-        let port = if config.is_some() { HTTP_PORT } else { 7240 };
-        let t0 = Instant::now();
-        while !listening(tb, role, port) {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "agent never listened on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        a
-    }
-}
-
-impl Drop for AgentProc {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.0.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.0.wait();
-    }
-}
-
-fn listening(tb: &Testbed, role: Role, port: u16) -> bool {
-    let o = Command::new("ip")
-        .args(["netns", "exec", &tb.ns(role), "ss", "-Htln"])
-        .arg(format!("sport = :{port}"))
-        .output()
-        .unwrap();
-    !o.stdout.is_empty()
-}
 
 /// A child process killed (by pid) if still running on drop.
 struct Killed(Child);
@@ -142,7 +93,7 @@ fn dashboard_shows_live_estimates_in_chromium() {
     .unwrap();
     let dir = std::env::temp_dir().join(format!("mgrp-dashboard-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let _rcv = AgentProc::start(&tb, Role::Rcv, None);
+    let _rcv = AgentProc::start(&tb, Role::Rcv, None, None);
     // The seeds' STEP pattern (scaled x2), 4 s a step: A = 18, 14, 10, 8, 12, 16 Mbit/s.
     let step = CrossPattern::parse("step:2,6,10,12,8,4mbit,every=4s").unwrap();
     let cross = CrossTraffic::start(
@@ -164,7 +115,7 @@ fn dashboard_shows_live_estimates_in_chromium() {
         ),
     )
     .unwrap();
-    let _snd = AgentProc::start(&tb, Role::Snd, Some(&cfg));
+    let _snd = AgentProc::start(&tb, Role::Snd, Some(&cfg), None);
 
     // Chromium inside the sender's namespace reaches the agent on that namespace's loopback.
     let url = format!("http://127.0.0.1:{HTTP_PORT}/");

@@ -3,64 +3,13 @@
 
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
 use mgrp_testbed::{CrossPattern, DelayMode, Role, Testbed, TestbedConfig, TruthSampler};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
-const MGRP: &str = env!("CARGO_BIN_EXE_mgrp");
-const KEY: &str = "6d6772702d746573742d6b65792d3132333435363738393031323334353637";
+mod common;
+use common::{AgentProc, KEY, MGRP};
+
 const OTHER_KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-
-/// An `mgrp agent` process in a namespace, ended (by pid) on drop.
-struct AgentProc(Child);
-
-impl AgentProc {
-    fn start(tb: &Testbed, role: Role) -> AgentProc {
-        let child = Command::new("ip")
-            .args(["netns", "exec", &tb.ns(role), MGRP, "agent", "--no-api"])
-            .args(["--stats-every", "0"])
-            .env("MGRP_KEY", KEY)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let a = AgentProc(child);
-        // Ready once its control port accepts (from the agent's own namespace).
-        let t0 = Instant::now();
-        while !listening(tb, role) {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "agent never listened"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        a
-    }
-}
-
-fn listening(tb: &Testbed, role: Role) -> bool {
-    let o = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &tb.ns(role),
-            "ss",
-            "-Htln",
-            "sport = :7240",
-        ])
-        .output()
-        .unwrap();
-    !o.stdout.is_empty()
-}
-
-impl Drop for AgentProc {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.0.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.0.wait();
-    }
-}
 
 fn estimate(tb: &Testbed, args: &[&str], key: Option<&str>) -> Output {
     let mut c = Command::new("ip");
@@ -120,7 +69,7 @@ fn estimate_errors_are_clear() {
     let o = estimate(&tb, &[&peer], None);
     assert!(stderr(&o).contains("no key"), "{}", stderr(&o));
     // The wrong key: the agent refuses the session and the client says so.
-    let _agent = AgentProc::start(&tb, Role::Rcv);
+    let _agent = AgentProc::start(&tb, Role::Rcv, None, None);
     let o = estimate(&tb, &[&peer, "--duration", "5s"], Some(OTHER_KEY));
     assert!(!o.status.success());
     assert!(stderr(&o).to_lowercase().contains("key"), "{}", stderr(&o));
@@ -134,7 +83,7 @@ fn auto_matches_ground_truth_under_cbr() {
     for mbit in [20, 100] {
         let tb = testbed(mbit);
         let c = mbit as f64 * 1e6;
-        let _agent = AgentProc::start(&tb, Role::Rcv);
+        let _agent = AgentProc::start(&tb, Role::Rcv, None, None);
         let sampler = TruthSampler::start(&tb, Duration::from_millis(50)).unwrap();
         let cross = CrossPattern::parse(&format!("cbr:{}mbit", mbit / 2)).unwrap();
         let gen = CrossTraffic::start(&tb, &cross, BASE_PORT, &GenOptions::default()).unwrap();

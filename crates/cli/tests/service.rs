@@ -7,73 +7,14 @@ use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{CrossPattern, DelayMode, Role, Testbed, TestbedConfig};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const MGRP: &str = env!("CARGO_BIN_EXE_mgrp");
-const KEY: &str = "6d6772702d746573742d6b65792d3132333435363738393031323334353637";
+mod common;
+use common::AgentProc;
+
 const HTTP: &str = "127.0.0.1:7241";
-
-/// An `mgrp agent` process in a namespace, ended (by pid) on drop; its stdout goes to a file.
-struct AgentProc {
-    child: Child,
-    out: PathBuf,
-}
-
-impl AgentProc {
-    fn start(tb: &Testbed, role: Role, config: Option<&Path>, out: PathBuf) -> AgentProc {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &tb.ns(role), MGRP, "agent", "--no-api"])
-            .args(["--stats-every", "0"])
-            .env("MGRP_KEY", KEY)
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(Stdio::inherit());
-        if let Some(p) = config {
-            c.arg("--config").arg(p);
-        }
-        let a = AgentProc {
-            child: c.spawn().unwrap(),
-            out,
-        };
-        let t0 = Instant::now();
-        while !listening(tb, role, if config.is_some() { 7241 } else { 7240 }) {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "agent never listened"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        a
-    }
-
-    fn signal(&self, s: nix::sys::signal::Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), s).unwrap();
-    }
-
-    fn stdout(&self) -> String {
-        std::fs::read_to_string(&self.out).unwrap_or_default()
-    }
-}
-
-impl Drop for AgentProc {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
-    }
-}
-
-fn listening(tb: &Testbed, role: Role, port: u16) -> bool {
-    let o = Command::new("ip")
-        .args(["netns", "exec", &tb.ns(role), "ss", "-Htln"])
-        .arg(format!("sport = :{port}"))
-        .output()
-        .unwrap();
-    !o.stdout.is_empty()
-}
 
 fn client() -> ureq::Agent {
     ureq::Agent::config_builder()
@@ -158,7 +99,7 @@ fn live_service_events_on_demand_rtt_metrics_and_reload() {
     let path_cfg = |method: &str, every: &str| {
         format!("[[path]]\npeer = \"{peer}\"\nmethod = \"{method}\"\nevery = \"{every}\"\nbudget = \"50mb\"\n")
     };
-    let _rcv = AgentProc::start(&tb, Role::Rcv, None, dir.join("rcv.out"));
+    let _rcv = AgentProc::start(&tb, Role::Rcv, None, Some(dir.join("rcv.out")));
     let cross = |mbit: u64| {
         let p = CrossPattern::parse(&format!("cbr:{mbit}mbit")).unwrap();
         CrossTraffic::start(&tb, &p, BASE_PORT, &GenOptions::default()).unwrap()
@@ -166,7 +107,7 @@ fn live_service_events_on_demand_rtt_metrics_and_reload() {
     // A = 18 Mbit/s, then 6: the subscriber asked to hear when it falls below 10.
     let light = cross(2);
     let cfg = config(&dir, &path_cfg("auto", "1s"));
-    let snd = AgentProc::start(&tb, Role::Snd, Some(&cfg), dir.join("snd.out"));
+    let snd = AgentProc::start(&tb, Role::Snd, Some(&cfg), Some(dir.join("snd.out")));
     let events = subscribe(&tb, &format!("/v1/events?peer={peer}&below=10mbit"));
     let all = subscribe(&tb, &format!("/v1/events?peer={peer}"));
     std::thread::sleep(Duration::from_secs(6));
@@ -278,7 +219,7 @@ fn passive_estimates_reach_the_store() {
     let dir = std::env::temp_dir().join(format!("mgrp-svc-passive-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = config(&dir, "[[passive]]\niface = \"eth0\"\n");
-    let snd = AgentProc::start(&tb, Role::Snd, Some(&cfg), dir.join("snd.out"));
+    let snd = AgentProc::start(&tb, Role::Snd, Some(&cfg), Some(dir.join("snd.out")));
     let flow = mgrp_testbed::app::AppFlow::start(
         &tb,
         Role::Snd,
