@@ -26,10 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Bytes of a probe that are not padding when it carries a rider of `n` bytes.
-fn rider_overhead() -> usize {
-    probe::header_len(Some(0))
-}
+/// Largest standalone fragment: with its header it stays within one 1500-byte MTU datagram.
+const STANDALONE_CHUNK: usize = 1400;
 
 /// The sender's configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -290,7 +288,8 @@ impl TrainRiders {
         }
         let Ok(p) = probe::decode(pkt) else { return };
         let header = p.header;
-        let space = pkt.len().saturating_sub(rider_overhead());
+        // What the padding leaves once the rider descriptor and tag are in.
+        let space = pkt.len().saturating_sub(probe::header_len(Some(0)));
         let now = mgrp_clock::now_ns();
         let chunk = match self.shared.buffer.lock() {
             Ok(mut b) => b.take_rider(now, IpAddr::V4(self.dst), space),
@@ -329,9 +328,8 @@ impl TrainRiders {
 impl TrainRidersDone {
     /// The train has gone: the rest of a partly carried packet leaves standalone now.
     pub(crate) fn finish(&self) -> TrainRiderStats {
-        let max = mgrp_shim::tun::MAX_PACKET.min(1400);
         let chunks = match self.shared.buffer.lock() {
-            Ok(mut b) => b.end_train(mgrp_clock::now_ns(), IpAddr::V4(self.dst), max),
+            Ok(mut b) => b.end_train(mgrp_clock::now_ns(), IpAddr::V4(self.dst), STANDALONE_CHUNK),
             Err(_) => Vec::new(),
         };
         let n = chunks.len() as u32;
@@ -442,7 +440,7 @@ fn tun_loop(tun: &Tun, s: &SendShared) {
             }
         }
         let expired = match s.buffer.lock() {
-            Ok(mut b) => b.poll_expired(mgrp_clock::now_ns(), 1400),
+            Ok(mut b) => b.poll_expired(mgrp_clock::now_ns(), STANDALONE_CHUNK),
             Err(_) => Vec::new(),
         };
         for e in expired {
