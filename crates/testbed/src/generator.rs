@@ -69,6 +69,17 @@ pub struct SinkCounters {
     pub received_bytes: AtomicU64,
 }
 
+/// Where a generator sends from and to.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    /// Namespace the senders run in.
+    pub src_ns: String,
+    /// Namespace the sink runs in.
+    pub dst_ns: String,
+    /// Address and port the sink binds (an address of `dst_ns`).
+    pub dst: SocketAddr,
+}
+
 /// A running generator. Dropping it stops it.
 pub struct CrossTraffic {
     pattern: CrossPattern,
@@ -86,10 +97,25 @@ impl CrossTraffic {
         port: u16,
         opts: &GenOptions,
     ) -> Result<CrossTraffic, Error> {
+        let ends = Endpoints {
+            src_ns: tb.ns(Role::Xsnd),
+            dst_ns: tb.ns(Role::Xrcv),
+            dst: format!("{}:{port}", Role::Xrcv.addr())
+                .parse()
+                .expect("valid address"),
+        };
+        CrossTraffic::start_between(&ends, pattern, opts)
+    }
+
+    /// Start `pattern` between any two namespaces: the sink binds `ends.dst` in `ends.dst_ns`,
+    /// the senders run in `ends.src_ns`.
+    pub fn start_between(
+        ends: &Endpoints,
+        pattern: &CrossPattern,
+        opts: &GenOptions,
+    ) -> Result<CrossTraffic, Error> {
         let shared = Arc::new(Shared::default());
-        let dst: SocketAddr = format!("{}:{port}", Role::Xrcv.addr())
-            .parse()
-            .expect("valid address");
+        let dst = ends.dst;
         let mut ct = CrossTraffic {
             pattern: pattern.clone(),
             shared: shared.clone(),
@@ -97,13 +123,13 @@ impl CrossTraffic {
             senders: vec![],
             sinks: vec![],
         };
-        let (xsnd, xrcv) = (tb.ns(Role::Xsnd), tb.ns(Role::Xrcv));
+        let (xsnd, xrcv) = (&ends.src_ns, &ends.dst_ns);
         let max_ns = opts.max_duration.as_nanos() as u64;
         match pattern {
             CrossPattern::TcpBulk { flows, cc } => {
                 let (tx, rx) = std::sync::mpsc::channel();
                 let (s, n) = (shared.sink.clone(), *flows);
-                ct.sinks.push(spawn_in(&xrcv, "tcp-sink", move || {
+                ct.sinks.push(spawn_in(xrcv, "tcp-sink", move || {
                     tcp_sink(dst, n, s, tx)
                 })?);
                 ready(rx)?;
@@ -111,7 +137,7 @@ impl CrossTraffic {
                 for i in 0..*flows {
                     let (s, cc, start) = (shared.clone(), cc.clone(), ct.start_ns);
                     ct.senders
-                        .push(spawn_in(&xsnd, &format!("tcp-src{i}"), move || {
+                        .push(spawn_in(xsnd, &format!("tcp-src{i}"), move || {
                             tcp_source(dst, cc.as_deref(), s, start + max_ns)
                         })?);
                 }
@@ -121,11 +147,11 @@ impl CrossTraffic {
                 let (tx, rx) = std::sync::mpsc::channel();
                 let s = shared.sink.clone();
                 ct.sinks
-                    .push(spawn_in(&xrcv, "udp-sink", move || udp_sink(dst, s, tx))?);
+                    .push(spawn_in(xrcv, "udp-sink", move || udp_sink(dst, s, tx))?);
                 ready(rx)?;
                 ct.start_ns = now_ns();
                 let (s, spin, start) = (shared.clone(), opts.spin.as_nanos() as u64, ct.start_ns);
-                ct.senders.push(spawn_in(&xsnd, "udp-src", move || {
+                ct.senders.push(spawn_in(xsnd, "udp-src", move || {
                     udp_source(dst, schedule, s, start, max_ns, spin)
                 })?);
             }
