@@ -16,6 +16,7 @@
 pub use mgrp_clock as clock;
 pub use mgrp_traffic::{pattern, units};
 pub mod app;
+pub mod capacity;
 pub mod counters;
 pub mod delayline;
 pub mod generator;
@@ -25,6 +26,7 @@ pub mod topology;
 pub mod truth;
 
 pub use pattern::CrossPattern;
+pub use capacity::LinkCapacity;
 pub use topology::{Buffer, DelayDir, DelayImpl, DelayMode, Role, Shaper, Testbed, TestbedConfig};
 pub use truth::{Bin, Truth, TruthSampler};
 

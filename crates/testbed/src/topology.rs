@@ -1,6 +1,8 @@
 //! Building and tearing down the namespace path.
 
+use crate::capacity::{self, LinkCapacity, ShaperAt};
 use crate::delayline::{DelayLine, DelayStats};
+use crate::generator::Endpoints;
 use crate::netns::{self, ip_batch, sh_in};
 use crate::units::{parse_bytes, parse_duration};
 use crate::Error;
@@ -17,6 +19,8 @@ pub const NS_PREFIX: &str = "mgrp-";
 pub const DELAY_DEV: &str = "dly";
 /// Routing table the delay line's re-injected packets are looked up in.
 const DELAY_TABLE: u32 = 100;
+/// Port of the sink the capacity flood is sent to (below the generators' ports).
+const CAPACITY_PORT: u16 = 5199;
 /// Ethernet frame of a full-MTU packet: what a shaper must be able to pass at once.
 const MAX_FRAME: u64 = 1514;
 
@@ -192,6 +196,14 @@ pub struct TestbedConfig {
     pub delay_dir: DelayDir,
     #[serde(default)]
     pub delay_impl: DelayImpl,
+    /// Flood the bottleneck once when it comes up and use the rate it really drains as the
+    /// truth's capacity (see [`crate::capacity`]); off, the configured rate stands in.
+    #[serde(default = "yes")]
+    pub measure_capacity: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for TestbedConfig {
@@ -205,6 +217,7 @@ impl Default for TestbedConfig {
             delay: None,
             delay_dir: DelayDir::Reverse,
             delay_impl: DelayImpl::Auto,
+            measure_capacity: true,
         }
     }
 }
@@ -338,6 +351,9 @@ pub struct State {
     /// What makes the delay (netem or tun), once it is in place.
     #[serde(default)]
     pub delay_impl: Option<DelayImpl>,
+    /// The bottleneck's configured and measured capacity, once measured.
+    #[serde(default)]
+    pub capacity: Option<LinkCapacity>,
     pub created_unix_s: u64,
 }
 
@@ -399,6 +415,7 @@ pub struct Testbed {
     delay: Option<DelayRunner>,
     /// What actually makes the delay (netem or the TUN line), once started.
     delay_used: Option<DelayImpl>,
+    capacity: LinkCapacity,
     owned: bool,
 }
 
@@ -433,6 +450,7 @@ impl Testbed {
         };
         // From here on, the guard's Drop cleans up whatever exists.
         let mut tb = Testbed {
+            capacity: LinkCapacity::configured(config.capacity_bps as f64),
             delay_used: None,
             name: name.clone(),
             config,
@@ -445,6 +463,7 @@ impl Testbed {
             owner_pid: Some(std::process::id()),
             delay_pid: None,
             delay_impl: None,
+            capacity: None,
             created_unix_s: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())
@@ -452,6 +471,13 @@ impl Testbed {
         };
         state.save()?;
         tb.build()?;
+        if tb.config.measure_capacity {
+            tb.capacity = tb.measure_capacity()?;
+            if let Some(mut st) = State::load(&name) {
+                st.capacity = Some(tb.capacity);
+                st.save()?;
+            }
+        }
         if let Some(delay) = tb.config.delay {
             let netem = match tb.config.delay_impl {
                 DelayImpl::Tun => false,
@@ -484,6 +510,9 @@ impl Testbed {
             ))
         })?;
         Ok(Testbed {
+            capacity: state
+                .capacity
+                .unwrap_or(LinkCapacity::configured(state.config.capacity_bps as f64)),
             delay_used: state.delay_impl,
             name: name.into(),
             config: state.config,
@@ -498,6 +527,27 @@ impl Testbed {
     pub fn config(&self) -> &TestbedConfig {
         &self.config
     }
+    /// The bottleneck's configured and measured capacity.
+    pub fn capacity(&self) -> LinkCapacity {
+        self.capacity
+    }
+
+    /// Flood the bottleneck from xsnd to xrcv and measure what it drains while backlogged.
+    fn measure_capacity(&self) -> Result<LinkCapacity, Error> {
+        let at = ShaperAt {
+            ns: self.ns(Role::R1),
+            dev: Self::BOTTLENECK_DEV.into(),
+        };
+        let flood = Endpoints {
+            src_ns: self.ns(Role::Xsnd),
+            dst_ns: self.ns(Role::Xrcv),
+            dst: format!("{}:{CAPACITY_PORT}", Role::Xrcv.addr())
+                .parse()
+                .expect("valid address"),
+        };
+        capacity::measure(&at, &flood, self.config.capacity_bps)
+    }
+
     /// The namespace that plays `role`.
     pub fn ns(&self, role: Role) -> String {
         ns_name(&self.name, role)

@@ -45,7 +45,10 @@ pub struct Bin {
     /// Window edges, seconds since the truth's origin.
     pub start_s: f64,
     pub end_s: f64,
+    /// The capacity the shaper was measured to drain (A is computed from it).
     pub capacity_bps: f64,
+    /// The capacity it was told.
+    pub configured_capacity_bps: f64,
     /// Cross traffic that left the bottleneck, per second of window.
     pub cross_bps: f64,
     /// Available bandwidth A = max(0, C − cross).
@@ -65,7 +68,9 @@ pub struct Bin {
 /// A series of samples and what it means.
 #[derive(Debug, Clone, Serialize)]
 pub struct Truth {
+    /// Measured capacity (the configured one where measurement was off).
     pub capacity_bps: f64,
+    pub configured_capacity_bps: f64,
     /// CLOCK_MONOTONIC ns that `start_s`/`end_s` of bins count from.
     pub origin_ns: u64,
     pub samples: Vec<Sample>,
@@ -121,6 +126,7 @@ impl Truth {
             start_s: a.t_ns.saturating_sub(self.origin_ns) as f64 / 1e9,
             end_s: b.t_ns.saturating_sub(self.origin_ns) as f64 / 1e9,
             capacity_bps: self.capacity_bps,
+            configured_capacity_bps: self.configured_capacity_bps,
             cross_bps: cross,
             avail_bps: (self.capacity_bps - cross).max(0.0),
             fg_bps: rate(a.fg_bytes, b.fg_bytes),
@@ -131,6 +137,21 @@ impl Truth {
             drops: b.drops.saturating_sub(a.drops) as f64,
             backlog_bytes: b.backlog_bytes,
         })
+    }
+
+    /// What the bottleneck drained over the sampled intervals in which it had a backlog at both
+    /// ends: a second reading of its capacity, from the run itself.
+    pub fn drain(&self) -> Option<crate::capacity::Drain> {
+        let q: Vec<_> = self
+            .samples
+            .iter()
+            .map(|s| crate::capacity::QueueSample {
+                t_ns: s.t_ns,
+                sent_bytes: s.sent_bytes,
+                backlog_bytes: s.backlog_bytes,
+            })
+            .collect();
+        crate::capacity::drain_rate(&q)
     }
 
     /// Consecutive bins of `bin` length from the origin to the last sample.
@@ -154,7 +175,7 @@ pub struct TruthSampler {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<(), Error>>>,
     samples: Arc<Mutex<Vec<Sample>>>,
-    capacity_bps: f64,
+    capacity: crate::capacity::LinkCapacity,
     origin_ns: u64,
 }
 
@@ -258,7 +279,7 @@ impl TruthSampler {
             stop,
             thread: Some(thread),
             samples,
-            capacity_bps: tb.config().capacity_bps as f64,
+            capacity: tb.capacity(),
             origin_ns: first.t_ns,
         })
     }
@@ -266,7 +287,8 @@ impl TruthSampler {
     /// The truth so far.
     pub fn truth(&self) -> Truth {
         Truth {
-            capacity_bps: self.capacity_bps,
+            capacity_bps: self.capacity.bps(),
+            configured_capacity_bps: self.capacity.configured_bps,
             origin_ns: self.origin_ns,
             samples: self.samples.lock().expect("sampler lock").clone(),
         }
@@ -312,6 +334,7 @@ mod tests {
             .collect();
         Truth {
             capacity_bps: c,
+            configured_capacity_bps: c,
             origin_ns: 5_000_000_000,
             samples,
         }
@@ -345,6 +368,7 @@ mod tests {
         assert!(b.iter().all(|b| (b.cross_bps - 5e6).abs() < 100.0));
         assert!(Truth {
             capacity_bps: 1.0,
+            configured_capacity_bps: 1.0,
             origin_ns: 0,
             samples: vec![]
         }
