@@ -20,9 +20,9 @@ pub const SHORTFALL_WARN: f64 = 0.02;
 const FLOOD_FACTOR: f64 = 1.25;
 /// How long the flood runs before the counters count (the queue builds), and then how long.
 const FLOOD_WARMUP: Duration = Duration::from_millis(60);
-const FLOOD_MEASURE: Duration = Duration::from_millis(400);
+const FLOOD_MEASURE: Duration = Duration::from_millis(600);
 /// How often the shaper's counters are read during the flood.
-const POLL: Duration = Duration::from_millis(2);
+const POLL: Duration = Duration::from_millis(25);
 
 /// The shaper's counters at one instant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -145,7 +145,11 @@ impl ShaperReader {
 
 /// Flood the shaper at `at` with UDP sent along `flood` (which must cross it) at 1.25× the
 /// configured rate for about half a second, and measure what it drains while backlogged.
-pub fn measure(at: &ShaperAt, flood: &Endpoints, configured_bps: u64) -> Result<LinkCapacity, Error> {
+pub fn measure(
+    at: &ShaperAt,
+    flood: &Endpoints,
+    configured_bps: u64,
+) -> Result<LinkCapacity, Error> {
     let mut reader = ShaperReader::open(at)?;
     let rate = (configured_bps as f64 * FLOOD_FACTOR) as u64;
     let pattern = CrossPattern::parse(&format!("cbr:{rate}bit"))?;

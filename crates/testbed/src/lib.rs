@@ -25,8 +25,8 @@ pub mod rtt;
 pub mod topology;
 pub mod truth;
 
-pub use pattern::CrossPattern;
 pub use capacity::LinkCapacity;
+pub use pattern::CrossPattern;
 pub use topology::{Buffer, DelayDir, DelayImpl, DelayMode, Role, Shaper, Testbed, TestbedConfig};
 pub use truth::{Bin, Truth, TruthSampler};
 
