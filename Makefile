@@ -34,10 +34,13 @@ unit:
 # Everything: formatting, lints, unit tests, namespace tests. Release build: the tests that time
 # probe trains on the testbed must run the code as it is shipped (a debug build's per-probe cost
 # shows up as pacing error and skews estimates).
+# --no-fail-fast, and the Python client's tests even when a Rust test failed: a red run shows every
+# failure, not just the first.
 test: deps lint
-	$(CARGO) test --workspace --release
-	$(CARGO) build --release -p mgrp-cli
-	clients/python/run-tests.sh -q
+	@status=0; \
+	$(CARGO) test --workspace --release --no-fail-fast || status=1; \
+	{ $(CARGO) build --release -p mgrp-cli && clients/python/run-tests.sh -q; } || status=1; \
+	exit $$status
 
 # Remove testbeds whose owner died (a crashed run or test).
 clean-testbeds:

@@ -9,10 +9,9 @@ use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
-use mgrp_testbed::capacity::{self, ShaperAt};
-use mgrp_testbed::generator::{CrossTraffic, Endpoints, GenOptions};
+use mgrp_testbed::capacity;
 use mgrp_testbed::netns::spawn_in;
-use mgrp_testbed::{CrossPattern, DelayMode, Role, Shaper, Testbed, TestbedConfig, TruthSampler};
+use mgrp_testbed::{DelayMode, Role, Shaper, Testbed, TestbedConfig};
 use serde::Serialize;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
@@ -40,6 +39,9 @@ pub struct CapacityBench {
     #[arg(long)]
     out: Option<std::path::PathBuf>,
 }
+
+/// Port of the saturating flows (below the generators' 5200 and the flood's 5199).
+const FLOW_PORT: u16 = 5198;
 
 #[derive(Serialize)]
 struct Cell {
@@ -90,31 +92,6 @@ fn worker(tb: &Testbed, key: Key) -> Result<Worker> {
     Ok((jobs_tx, results))
 }
 
-/// What a saturating flow from snd to rcv gets through the bottleneck: the measured flow's rate
-/// past it, over the middle half of the run.
-fn flow_rate(tb: &Testbed, pattern: &str, secs: f64) -> Result<f64> {
-    let sampler = TruthSampler::start(tb, Duration::from_millis(50))?;
-    let ends = Endpoints {
-        src_ns: tb.ns(Role::Snd),
-        dst_ns: tb.ns(Role::Rcv),
-        dst: format!("{}:5198", Role::Rcv.addr()).parse()?,
-    };
-    let opts = GenOptions {
-        max_duration: Duration::from_secs_f64(secs + 1.0),
-        ..Default::default()
-    };
-    let gen = CrossTraffic::start_between(&ends, &CrossPattern::parse(pattern)?, &opts)?;
-    let start = gen.start_ns();
-    std::thread::sleep(Duration::from_secs_f64(secs));
-    gen.stop()?;
-    let truth = sampler.stop()?;
-    let at = |f: f64| start + (secs * f * 1e9) as u64;
-    let w = truth
-        .window(at(0.25), at(0.75))
-        .ok_or_else(|| anyhow!("no truth over the flow"))?;
-    Ok(w.fg_bps)
-}
-
 pub fn run(b: CapacityBench) -> Result<()> {
     if b.capacities.iter().any(|c| !(1.0..=1000.0).contains(c)) {
         bail!("capacities must be 1..=1000 Mbit/s");
@@ -160,15 +137,6 @@ pub fn run(b: CapacityBench) -> Result<()> {
                     })
                     .collect(),
             };
-            let at = ShaperAt {
-                ns: tb.ns(Role::R1),
-                dev: Testbed::BOTTLENECK_DEV.into(),
-            };
-            let flood = Endpoints {
-                src_ns: tb.ns(Role::Xsnd),
-                dst_ns: tb.ns(Role::Xrcv),
-                dst: format!("{}:5197", Role::Xrcv.addr()).parse()?,
-            };
             for rep in 0..b.reps {
                 if crate::signals::interrupted() {
                     bail!("interrupted");
@@ -183,11 +151,19 @@ pub fn run(b: CapacityBench) -> Result<()> {
                     row.mbit.push(mbit(r.map_err(|e| anyhow!(e))?));
                 }
                 let udp = format!("cbr:{}bit", c * 5 / 4);
-                cell.udp_flow_mbit
-                    .push(mbit(flow_rate(&tb, &udp, b.flow_secs)?));
-                cell.tcp_flow_mbit
-                    .push(mbit(flow_rate(&tb, "tcp:1", b.flow_secs)?));
-                let m = capacity::measure(&at, &flood, c)?;
+                cell.udp_flow_mbit.push(mbit(capacity::saturating_flow(
+                    &tb,
+                    &udp,
+                    FLOW_PORT,
+                    b.flow_secs,
+                )?));
+                cell.tcp_flow_mbit.push(mbit(capacity::saturating_flow(
+                    &tb,
+                    "tcp:1",
+                    FLOW_PORT,
+                    b.flow_secs,
+                )?));
+                let m = tb.measure_capacity()?;
                 cell.measured_mbit.extend(m.measured_bps.map(mbit));
             }
             eprint!("\r{:60}\r", "");

@@ -71,14 +71,23 @@ fn capacity_and_available_on_an_idle_path() {
             DelayMode::Thread,
         )
         .unwrap();
+        let m0 = tb.capacity().bps();
+        assert_eq!(tb.capacity().configured_bps, c_bps);
         let (c, a, _, _) = measure(&tb);
+        let m1 = tb.measure_capacity().unwrap().bps();
+        // Against the capacity the testbed measured (floods before and after), not the one it
+        // was told: within 2% (the target; `mgrp bench capacity` read medians 0.5-1.2%
+        // above the flood at 20-200 Mbit/s), plus half of what the two floods disagree by (the
+        // shaper's rate moves with the machine's load).
+        let mid = (m0 + m1) / 2.0;
+        let tol = 0.02 + (m0 - m1).abs() / 2.0 / mid;
         assert!(
-            (c.value_bps / c_bps - 1.0).abs() < 0.03,
-            "{mbit} Mbit/s capacity: {c:?}"
+            (c.value_bps / mid - 1.0).abs() <= tol,
+            "{mbit} Mbit/s capacity: {c:?} vs measured {m0} / {m1}"
         );
         assert!(
-            a.final_ && a.high_bps >= 0.95 * c_bps,
-            "{mbit} Mbit/s idle: {a:?}"
+            a.final_ && a.high_bps >= 0.95 * mid,
+            "{mbit} Mbit/s idle: {a:?} vs measured {mid}"
         );
     }
 }
@@ -101,12 +110,14 @@ fn available_under_smooth_cbr_matches_ground_truth() {
     let (c, a, t0, t1) = measure(&tb);
     cross.stop().unwrap();
     let truth = sampler.stop().unwrap().window(t0, t1).unwrap();
+    let m = tb.capacity().bps();
+    // Cross traffic squeezes into some trains: 5% of the measured capacity.
     assert!(
-        (c.value_bps / 20e6 - 1.0).abs() < 0.05,
-        "capacity under load: {c:?}"
+        (c.value_bps / m - 1.0).abs() < 0.05,
+        "capacity under load: {c:?} vs measured {m}"
     );
-    // Truth counts the probes' own bytes as measured flow, not cross: A = C − cross.
-    let slack = 0.05 * 20e6;
+    // Truth counts the probes' own bytes as measured flow, not cross: A = C_measured − cross.
+    let slack = 0.05 * m;
     assert!(
         a.low_bps - slack <= truth.avail_bps && truth.avail_bps <= a.high_bps + slack,
         "truth {} outside {a:?}",

@@ -10,6 +10,8 @@
 use crate::counters::NetlinkStats;
 use crate::generator::{CrossTraffic, Endpoints, GenOptions};
 use crate::pattern::CrossPattern;
+use crate::topology::{Role, Testbed};
+use crate::truth::TruthSampler;
 use crate::Error;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -183,6 +185,32 @@ pub fn measure(
         measured_bps: Some(drain.bps),
         backlogged_s: drain.backlogged_s,
     })
+}
+
+/// What a saturating flow (`pattern`, e.g. `cbr:125mbit` or `tcp:1`) from snd to rcv gets through
+/// the default testbed's bottleneck: the measured flow's rate past it over the middle half of a
+/// run of `secs` (start-up and drain left out).
+pub fn saturating_flow(tb: &Testbed, pattern: &str, port: u16, secs: f64) -> Result<f64, Error> {
+    let sampler = TruthSampler::start(tb, Duration::from_millis(50))?;
+    let ends = Endpoints {
+        src_ns: tb.ns(Role::Snd),
+        dst_ns: tb.ns(Role::Rcv),
+        dst: std::net::SocketAddr::new(Role::Rcv.addr().parse().expect("valid address"), port),
+    };
+    let opts = GenOptions {
+        max_duration: Duration::from_secs_f64(secs + 1.0),
+        ..Default::default()
+    };
+    let gen = CrossTraffic::start_between(&ends, &CrossPattern::parse(pattern)?, &opts)?;
+    let start = gen.start_ns();
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    gen.stop()?;
+    let truth = sampler.stop()?;
+    let at = |f: f64| start + (secs * f * 1e9) as u64;
+    truth
+        .window(at(0.25), at(0.75))
+        .map(|w| w.fg_bps)
+        .ok_or_else(|| Error::Counters("no ground truth over the flow".into()))
 }
 
 #[cfg(test)]

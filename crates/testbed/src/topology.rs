@@ -532,8 +532,10 @@ impl Testbed {
         self.capacity
     }
 
-    /// Flood the bottleneck from xsnd to xrcv and measure what it drains while backlogged.
-    fn measure_capacity(&self) -> Result<LinkCapacity, Error> {
+    /// Flood the bottleneck from xsnd to xrcv and measure what it drains while backlogged (as
+    /// `up` does; again now, e.g. to see how the rate moved with the machine's load). Does not
+    /// change [`capacity`](Self::capacity).
+    pub fn measure_capacity(&self) -> Result<LinkCapacity, Error> {
         let at = ShaperAt {
             ns: self.ns(Role::R1),
             dev: Self::BOTTLENECK_DEV.into(),

@@ -61,19 +61,22 @@ fn step_rates() {
 #[test]
 fn tcp_bulk_fills_the_bottleneck() {
     let tb = testbed(20.0);
+    let c = tb.capacity().bps();
     let b = run_pattern(&tb, "tcp:2", 3.0, 1.0);
-    assert!(rel_err(b.cross_bps, 20e6) < 0.03, "tcp measured {b:?}");
-    assert!(b.avail_bps < 0.03 * 20e6, "{b:?}");
+    // Greedy TCP takes what the shaper was measured to drain: within 2% (two flows with a 100p
+    // buffer keep it busy; a saturating flow got 99.5-100% of the flood's reading at 20 Mbit/s
+    // in `mgrp bench capacity`, the rest is the window's edges).
+    assert!(rel_err(b.cross_bps, c) < 0.02, "tcp measured {b:?} vs {c}");
+    assert!(b.avail_bps < 0.02 * c, "{b:?}");
 }
 
 #[test]
 fn tcp_with_named_congestion_control() {
     let tb = testbed(20.0);
+    let c = tb.capacity().bps();
     let b = run_pattern(&tb, "tcp:1,cc=cubic", 2.5, 1.0);
-    assert!(
-        rel_err(b.cross_bps, 20e6) < 0.05,
-        "tcp/cubic measured {b:?}"
-    );
+    // One flow may still be leaving its slow start's loss recovery in the window: 5%.
+    assert!(rel_err(b.cross_bps, c) < 0.05, "tcp/cubic measured {b:?}");
 }
 
 #[test]
