@@ -1,6 +1,8 @@
 //! Monotonic time and waiting. All namespaces share CLOCK_MONOTONIC, so timestamps taken in
 //! any of them (and by the probe engine later) are directly comparable.
 
+pub mod cpu;
+
 /// Nanoseconds on CLOCK_MONOTONIC.
 pub fn now_ns() -> u64 {
     let mut ts = libc::timespec {

@@ -179,6 +179,7 @@ fn open_tun(dev: &str) -> Result<Tun, Error> {
 
 fn run(tun: Tun, delay_ns: u64, stop: &AtomicBool, rec: &Mutex<Recorder>) -> Result<(), Error> {
     tighten_timer_slack();
+    crate::clock::cpu::avoid_pacer_cpu();
     let fd = tun.as_raw_fd();
     let mut queue: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
     let mut queued = 0usize;

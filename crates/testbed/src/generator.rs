@@ -1,6 +1,7 @@
 //! Cross-traffic generators: UDP senders that follow a [`Schedule`](crate::pattern::Schedule)
 //! to the microsecond, greedy TCP flows, and the sinks that receive them in `xrcv`.
 
+use crate::clock::cpu::avoid_pacer_cpu;
 use crate::clock::{now_ns, sleep_until, tighten_timer_slack, wait_until};
 use crate::netns::spawn_in;
 use crate::pattern::{CrossPattern, ETH_HLEN};
@@ -252,6 +253,7 @@ fn udp_sink(
     s: Arc<SinkCounters>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
 ) -> Result<(), Error> {
+    avoid_pacer_cpu();
     let sock = match UdpSocket::bind(addr) {
         Ok(sock) => sock,
         Err(e) => {
@@ -285,6 +287,9 @@ fn udp_source(
     spin_ns: u64,
 ) -> Result<(), Error> {
     tighten_timer_slack();
+    // Off the pacer's CPU: there a train's real-time spin would pause the cross traffic for
+    // exactly the train's length.
+    avoid_pacer_cpu();
     let sock = UdpSocket::bind("0.0.0.0:0").map_err(|e| gen_err("bind UDP source", e))?;
     sock.connect(dst)
         .map_err(|e| gen_err("connect UDP source", e))?;
@@ -329,6 +334,7 @@ pub(crate) fn tcp_sink(
     s: Arc<SinkCounters>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
 ) -> Result<(), Error> {
+    avoid_pacer_cpu();
     let listener = match TcpListener::bind(addr) {
         Ok(l) => l,
         Err(e) => {
@@ -380,6 +386,7 @@ fn tcp_read(mut conn: TcpStream, s: Arc<SinkCounters>) {
 }
 
 fn tcp_source(dst: SocketAddr, cc: Option<&str>, s: Arc<Shared>, end_ns: u64) -> Result<(), Error> {
+    avoid_pacer_cpu();
     let mut conn = TcpStream::connect_timeout(&dst, Duration::from_secs(3))
         .map_err(|e| gen_err("TCP connect", e))?;
     if let Some(cc) = cc {

@@ -261,6 +261,7 @@ impl TruthSampler {
             .name("truth".into())
             .spawn(move || {
                 crate::clock::tighten_timer_slack();
+                crate::clock::cpu::avoid_pacer_cpu();
                 let mut next = first.t_ns + step;
                 while !stop2.load(Ordering::Relaxed) {
                     crate::clock::sleep_until(next);
