@@ -145,7 +145,11 @@ impl ShaperReader {
 
 /// Flood the shaper at `at` with UDP sent along `flood` (which must cross it) at 1.25× the
 /// configured rate for about half a second, and measure what it drains while backlogged.
-pub fn measure(at: &ShaperAt, flood: &Endpoints, configured_bps: u64) -> Result<LinkCapacity, Error> {
+pub fn measure(
+    at: &ShaperAt,
+    flood: &Endpoints,
+    configured_bps: u64,
+) -> Result<LinkCapacity, Error> {
     let mut reader = ShaperReader::open(at)?;
     let rate = (configured_bps as f64 * FLOOD_FACTOR) as u64;
     let pattern = CrossPattern::parse(&format!("cbr:{rate}bit"))?;

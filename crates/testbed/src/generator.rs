@@ -129,9 +129,8 @@ impl CrossTraffic {
             CrossPattern::TcpBulk { flows, cc } => {
                 let (tx, rx) = std::sync::mpsc::channel();
                 let (s, n) = (shared.sink.clone(), *flows);
-                ct.sinks.push(spawn_in(xrcv, "tcp-sink", move || {
-                    tcp_sink(dst, n, s, tx)
-                })?);
+                ct.sinks
+                    .push(spawn_in(xrcv, "tcp-sink", move || tcp_sink(dst, n, s, tx))?);
                 ready(rx)?;
                 ct.start_ns = now_ns();
                 for i in 0..*flows {

@@ -22,11 +22,12 @@ pub mod delayline;
 pub mod generator;
 pub mod netns;
 pub mod rtt;
+pub mod topo;
 pub mod topology;
 pub mod truth;
 
-pub use pattern::CrossPattern;
 pub use capacity::LinkCapacity;
+pub use pattern::CrossPattern;
 pub use topology::{Buffer, DelayDir, DelayImpl, DelayMode, Role, Shaper, Testbed, TestbedConfig};
 pub use truth::{Bin, Truth, TruthSampler};
 

@@ -1,0 +1,1 @@
+//! Per-link ground truth of a topology.
