@@ -10,6 +10,7 @@ pub mod truth;
 
 pub use build::{TopoOptions, TopoState, TopoTestbed};
 pub use spec::{IcmpRateLimit, LinkDir, NodeKind, Topology};
+pub use truth::{LinkBin, TopoBin, TopoTruth, TopoTruthSampler};
 
 use crate::Error;
 
