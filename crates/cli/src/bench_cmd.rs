@@ -21,6 +21,9 @@ pub enum BenchCmd {
     Passive(crate::passive_bench::PassiveBench),
     /// Riders (MGRP piggybacking): the seed's microbenchmark, riders off vs on.
     Riders(crate::riders_bench::RidersBench),
+    /// The shaper's configured vs measured capacity, saturating UDP/TCP flows through it, and
+    /// the packet-train capacity estimate.
+    Capacity(crate::capacity_bench::CapacityBench),
 }
 
 #[derive(Args)]
@@ -101,6 +104,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Accuracy(b) => crate::accuracy::run(b),
         BenchCmd::Passive(b) => crate::passive_bench::run(b),
         BenchCmd::Riders(b) => crate::riders_bench::run(b),
+        BenchCmd::Capacity(b) => crate::capacity_bench::run(b),
     }
 }
 

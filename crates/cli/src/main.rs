@@ -3,6 +3,7 @@
 mod accuracy;
 mod agent_cmd;
 mod bench_cmd;
+mod capacity_bench;
 mod dashboard_run;
 mod estimate_cmd;
 mod live_estimate;

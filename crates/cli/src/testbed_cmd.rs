@@ -9,8 +9,8 @@ use mgrp_testbed::topology::{self, existing_namespaces, list_testbeds, State};
 use mgrp_testbed::truth::Bin;
 use mgrp_testbed::units::{fmt_rate, parse_bytes, parse_duration, parse_rate};
 use mgrp_testbed::{
-    Buffer, CrossPattern, DelayDir, DelayImpl, DelayMode, Role, Shaper, Testbed, TestbedConfig,
-    TruthSampler,
+    Buffer, CrossPattern, DelayDir, DelayImpl, DelayMode, LinkCapacity, Role, Shaper, Testbed,
+    TestbedConfig, TruthSampler,
 };
 use serde::Serialize;
 use std::time::Duration;
@@ -53,6 +53,10 @@ pub struct PathArgs {
     /// What makes the delay: netem where the kernel has it (auto), or the project's TUN line.
     #[arg(long, value_enum, default_value_t = DelayImplArg::Auto)]
     delay_impl: DelayImplArg,
+    /// Trust the configured capacity instead of measuring what the shaper drains (saves the
+    /// half-second flood at start; the truth is then off by the shaper's shortfall).
+    #[arg(long)]
+    no_measure_capacity: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -97,6 +101,7 @@ impl PathArgs {
                 DelayImplArg::Netem => DelayImpl::Netem,
                 DelayImplArg::Tun => DelayImpl::Tun,
             },
+            measure_capacity: !self.no_measure_capacity,
         }
     }
 }
@@ -260,6 +265,7 @@ fn describe(tb: &Testbed) -> String {
          snd  {snd} ─┐                                   ┌─ rcv  {rcv}\n              r1 ══[{shaper} {cap}]══> r2\n  \
          xsnd {xsnd} ─┘                                   └─ xrcv {xrcv}\n  \
          bottleneck: r1 → r2, {cap}, burst {burst} B, buffer {buf}\n  \
+         capacity: {measured}\n  \
          delay line: {delay}\n  \
          namespaces: {ns}-{{snd,xsnd,r1,r2,rcv,xrcv}}",
         name = tb.name(),
@@ -269,8 +275,30 @@ fn describe(tb: &Testbed) -> String {
         xrcv = Role::Xrcv.addr(),
         cap = fmt_rate(c.capacity_bps as f64),
         burst = c.burst(),
+        measured = describe_capacity(&tb.capacity()),
         ns = topology::NS_PREFIX.to_string() + tb.name(),
     )
+}
+
+/// "configured 100 Mbit/s, measured 96.2 Mbit/s (−3.8%)", with a warning past 2%.
+pub fn describe_capacity(c: &LinkCapacity) -> String {
+    match c.measured_bps {
+        None => format!(
+            "configured {} (not measured: the truth trusts it)",
+            fmt_rate(c.configured_bps)
+        ),
+        Some(m) => format!(
+            "configured {}, measured {} ({:+.1}%){}",
+            fmt_rate(c.configured_bps),
+            fmt_rate(m),
+            c.deviation() * 100.0,
+            if c.off_target() {
+                " — WARNING: the shaper misses its rate by more than 2%; the truth uses the measured rate"
+            } else {
+                ""
+            }
+        ),
+    }
 }
 
 fn up(a: UpArgs) -> Result<()> {
@@ -280,7 +308,8 @@ fn up(a: UpArgs) -> Result<()> {
         say!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
-                "name": tb.name(), "config": tb.config(), "delay_pid": tb.delay_pid(),
+                "name": tb.name(), "config": tb.config(), "capacity": tb.capacity(),
+                "delay_pid": tb.delay_pid(),
                 "namespaces": existing_namespaces(tb.name()), "rtt": rtt,
             }))?
         );
@@ -351,6 +380,7 @@ fn status(a: StatusArgs) -> Result<()> {
                     "name": n,
                     "namespaces": existing_namespaces(&n).len(),
                     "capacity_bps": st.as_ref().map(|s| s.config.capacity_bps),
+                    "measured_capacity_bps": st.as_ref().and_then(|s| s.capacity).and_then(|c| c.measured_bps),
                     "owner": match &st { None => "none (orphaned)".to_string(),
                         Some(s) if s.is_stale() => format!("pid {} (dead: stale)", s.owner_pid.unwrap_or(0)),
                         Some(s) => s.owner_pid.map(|p| format!("pid {p}")).unwrap_or_else(|| "up (persistent)".into()) },
@@ -398,7 +428,8 @@ fn status(a: StatusArgs) -> Result<()> {
         say!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
-                "name": name, "config": tb.config(), "namespaces": ns, "bottleneck_qdisc": q,
+                "name": name, "config": tb.config(), "capacity": tb.capacity(),
+                "namespaces": ns, "bottleneck_qdisc": q,
                 "delay_pid": state.as_ref().and_then(|s| s.delay_pid), "delay_alive": delay_alive, "delay_stats": delay,
             }))?
         );
@@ -457,6 +488,10 @@ fn delayline(a: DelaylineArgs) -> Result<()> {
 struct RunReport {
     testbed: String,
     config: TestbedConfig,
+    /// The bottleneck's configured and measured capacity (the truth uses the measured one).
+    capacity: LinkCapacity,
+    /// What the bottleneck drained whenever it had a backlog during the run.
+    run_drain: Option<mgrp_testbed::capacity::Drain>,
     rtt: Option<RttStats>,
     delay_line: Option<mgrp_testbed::delayline::DelayStats>,
     cross: Vec<CrossPattern>,
@@ -541,7 +576,7 @@ fn run_job(a: RunArgs) -> Result<()> {
         None => None,
     };
     let mut rows: Vec<crate::live_estimate::Row> = Vec::new();
-    let c_bps = tb.config().capacity_bps as f64;
+    let c_bps = tb.capacity().bps();
     let pending = std::cell::RefCell::new(Vec::<crate::live_estimate::Measured>::new());
     let take_estimates = |truth: &mgrp_testbed::Truth,
                           rows: &mut Vec<crate::live_estimate::Row>,
@@ -707,6 +742,8 @@ fn run_job(a: RunArgs) -> Result<()> {
     let report = RunReport {
         testbed: tb.name().into(),
         config: tb.config().clone(),
+        capacity: tb.capacity(),
+        run_drain: truth.drain(),
         rtt,
         delay_line: tb.delay_stats(),
         cross: patterns.clone(),
@@ -736,6 +773,14 @@ fn run_job(a: RunArgs) -> Result<()> {
                 fmt_rate(s.fg_bps),
                 fmt_rate(s.total_bps),
                 s.drops
+            );
+        }
+        if let Some(d) = &report.run_drain {
+            say!(
+                "bottleneck drained {} over {:.1} s in which it had a backlog (capacity measured at start: {})",
+                fmt_rate(d.bps),
+                d.backlogged_s,
+                fmt_rate(report.capacity.bps())
             );
         }
         for g in &report.generators {

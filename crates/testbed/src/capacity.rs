@@ -20,9 +20,9 @@ pub const SHORTFALL_WARN: f64 = 0.02;
 const FLOOD_FACTOR: f64 = 1.25;
 /// How long the flood runs before the counters count (the queue builds), and then how long.
 const FLOOD_WARMUP: Duration = Duration::from_millis(60);
-const FLOOD_MEASURE: Duration = Duration::from_millis(400);
+const FLOOD_MEASURE: Duration = Duration::from_millis(600);
 /// How often the shaper's counters are read during the flood.
-const POLL: Duration = Duration::from_millis(2);
+const POLL: Duration = Duration::from_millis(25);
 
 /// The shaper's counters at one instant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
