@@ -258,6 +258,16 @@ fn routers_answer_ttl_expiry_from_their_incoming_address() {
     let mut got_sorted = got.clone();
     got_sorted.sort_by_key(|r| r.seq);
     assert_eq!(got_sorted, want, "TTL 1, 2, 3 should expire at r1, r2, r3");
+    // Linux's default (the address of the route back to the sender) picks the same interface
+    // on a tree: the testbed's explicit inbound-address setting changes nothing here.
+    for r in ["r1", "r2", "r3"] {
+        let ns = tb.ns_of(r).unwrap();
+        mgrp_testbed::netns::sh_in(&ns, "sysctl -qw net.ipv4.icmp_errors_use_inbound_ifaddr=0")
+            .unwrap();
+    }
+    let mut default = ttl_probes(&a, b, vec![1, 2, 3]);
+    default.sort_by_key(|r| r.seq);
+    assert_eq!(default, want, "with the kernel's default source address");
     // TTL 4 reaches b, which has no listener on the port: port unreachable from b itself.
     let last = ttl_probes(&a, b, vec![4]);
     assert_eq!(last.len(), 1, "{last:?}");
