@@ -15,6 +15,7 @@ mod probe_cmd;
 mod riders_bench;
 mod signals;
 mod testbed_cmd;
+mod topo_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

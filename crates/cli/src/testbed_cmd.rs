@@ -113,6 +113,9 @@ pub struct UpArgs {
     name: String,
     #[command(flatten)]
     path: PathArgs,
+    /// Build this topology file, or a built-in one by name (chain3, tree, access), instead.
+    #[arg(long, value_name = "FILE|NAME")]
+    topology: Option<String>,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -144,6 +147,9 @@ pub struct StatusArgs {
 pub struct RunArgs {
     #[command(flatten)]
     path: PathArgs,
+    /// Build this topology file (or built-in chain3, tree, access) and run its flows instead.
+    #[arg(long, value_name = "FILE|NAME", conflicts_with_all = ["on", "estimate", "dashboard"])]
+    topology: Option<String>,
     /// Cross traffic, repeatable: cbr:RATE, poisson:RATE, onoff:RATE[,on=,off=,dist=exp],
     /// step:R1,R2,..[,every=T], tcp:FLOWS[,cc=bbr]; UDP kinds take size= and seed=. `none` for idle.
     #[arg(long, default_value = "step:2,6,10,12,8,4mbit,every=2s", value_parser = pattern)]
@@ -196,6 +202,8 @@ pub struct DelaylineArgs {
     delay_ns: u64,
     #[arg(long)]
     stats: std::path::PathBuf,
+    #[arg(long, default_value = topology::DELAY_DEV)]
+    dev: String,
 }
 
 pub fn rate(s: &str) -> Result<u64, String> {
@@ -302,6 +310,9 @@ pub fn describe_capacity(c: &LinkCapacity) -> String {
 }
 
 fn up(a: UpArgs) -> Result<()> {
+    if let Some(t) = &a.topology {
+        return crate::topo_cmd::up(&a.name, t, a.json, !a.path.no_measure_capacity);
+    }
     let tb = Testbed::up(a.path.config(Some(a.name)), delay_mode_process()?)?;
     let rtt = measure_rtt(&tb, 10).ok();
     if a.json {
@@ -413,6 +424,9 @@ fn status(a: StatusArgs) -> Result<()> {
         }
         return Ok(());
     };
+    if crate::topo_cmd::is_topology(&name) {
+        return crate::topo_cmd::status(&name, a.json);
+    }
     mgrp_testbed::netns::check_privileges()?;
     let tb = Testbed::attach(&name)?;
     let ns = existing_namespaces(&name);
@@ -471,11 +485,8 @@ fn status(a: StatusArgs) -> Result<()> {
 
 fn delayline(a: DelaylineArgs) -> Result<()> {
     crate::signals::catch_signals();
-    let line = mgrp_testbed::delayline::DelayLine::start(
-        a.ns,
-        topology::DELAY_DEV,
-        Duration::from_nanos(a.delay_ns),
-    )?;
+    let line =
+        mgrp_testbed::delayline::DelayLine::start(a.ns, &a.dev, Duration::from_nanos(a.delay_ns))?;
     while !crate::signals::interrupted() {
         std::thread::sleep(Duration::from_millis(500));
         let _ = std::fs::write(&a.stats, serde_json::to_vec(&line.stats())?);
@@ -513,6 +524,18 @@ fn run_job(a: RunArgs) -> Result<()> {
     }
     if a.bin < Duration::from_millis(10) || a.report_every < a.bin {
         bail!("--bin must be at least 10ms and --report-every at least --bin");
+    }
+    if let Some(t) = &a.topology {
+        let o = crate::topo_cmd::RunOpts {
+            duration: a.duration,
+            bin: a.bin,
+            report_every: a.report_every,
+            spin: a.spin,
+            json: a.json,
+            out: a.out.clone(),
+            measure_capacity: !a.path.no_measure_capacity,
+        };
+        return crate::topo_cmd::run(t, o);
     }
     let patterns: Vec<CrossPattern> = a.cross.iter().flatten().cloned().collect();
     crate::signals::catch_signals();

@@ -22,6 +22,7 @@ pub mod delayline;
 pub mod generator;
 pub mod netns;
 pub mod rtt;
+pub mod topo;
 pub mod topology;
 pub mod truth;
 

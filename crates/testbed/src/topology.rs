@@ -276,10 +276,14 @@ impl TestbedConfig {
 
     /// The `tc` batch that installs the bottleneck on r1's link toward r2.
     pub fn shaper_script(&self) -> String {
+        self.shaper_script_on(Role::R2.as_str())
+    }
+
+    /// The `tc` batch that installs this shaper as the root qdisc of `dev`.
+    pub fn shaper_script_on(&self, dev: &str) -> String {
         let c = self.capacity_bps;
         let burst = self.burst();
         let limit = self.buffer.bytes(c);
-        let dev = Role::R2.as_str();
         match self.shaper {
             Shaper::Htb => {
                 let leaf = match self.buffer {
@@ -355,6 +359,10 @@ pub struct State {
     #[serde(default)]
     pub capacity: Option<LinkCapacity>,
     pub created_unix_s: u64,
+    /// Set for a testbed built from a topology file; `config` and `capacity` then describe its
+    /// tightest shaped link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::topo::TopoState>,
 }
 
 impl State {
@@ -370,7 +378,7 @@ impl State {
     pub fn load(name: &str) -> Option<State> {
         serde_json::from_slice(&std::fs::read(Self::path(name)).ok()?).ok()
     }
-    fn save(&self) -> Result<(), Error> {
+    pub(crate) fn save(&self) -> Result<(), Error> {
         std::fs::create_dir_all(STATE_DIR)
             .map_err(|e| Error::Setup(format!("create {STATE_DIR}: {e}")))?;
         let tmp = Self::path(&format!("{}.tmp", self.name));
@@ -400,6 +408,18 @@ pub fn pid_alive(pid: u32) -> bool {
 
 fn ns_name(name: &str, role: Role) -> String {
     format!("{NS_PREFIX}{name}-{}", role.as_str())
+}
+
+/// The testbed instance a namespace belongs to: `mgrp-NAME-NODE` gives NAME. Node names (roles
+/// and topology nodes) have no '-', so `mgrp-lab-2-a` belongs to `lab-2`, never to `lab`.
+pub fn instance_of(ns: &str) -> Option<&str> {
+    let (name, node) = ns.strip_prefix(NS_PREFIX)?.rsplit_once('-')?;
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    };
+    (plain(node) && validate_name(name).is_ok()).then_some(name)
 }
 
 enum DelayRunner {
@@ -464,6 +484,7 @@ impl Testbed {
             delay_pid: None,
             delay_impl: None,
             capacity: None,
+            topology: None,
             created_unix_s: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())
@@ -848,30 +869,27 @@ pub fn teardown(name: &str) -> Result<Removed, Error> {
     validate_name(name)?;
     let mut removed = Removed::default();
     if let Some(state) = State::load(name) {
-        if let Some(pid) = state.delay_pid {
+        let topo_pids = state.topology.iter().flat_map(|t| t.delay_pids.clone());
+        for pid in state.delay_pid.into_iter().chain(topo_pids) {
             if stop_delay_process(pid, name) {
                 removed.processes.push(pid);
             }
         }
     }
-    let doomed: Vec<String> = Role::ALL
-        .iter()
-        .map(|r| ns_name(name, *r))
-        .filter(|n| netns::exists(n))
-        .collect();
+    // Every namespace of this instance, whatever its nodes (the default six or a topology's).
+    let doomed = existing_namespaces(name);
     if !doomed.is_empty() {
         let script: String = doomed.iter().map(|n| format!("netns del {n}\n")).collect();
         // -force: carry on past one that vanished meanwhile.
         netns::run_with_input("ip", &["-force", "-batch", "-"], Some(&script))?;
     }
     removed.namespaces = doomed;
-    for p in [
-        State::path(name),
-        State::delay_stats_path(name),
-        State::delay_log_path(name),
-    ] {
-        if std::fs::remove_file(&p).is_ok() && p == State::path(name) {
-            removed.state_file = true;
+    removed.state_file = std::fs::remove_file(State::path(name)).is_ok();
+    // The delay lines' statistics and logs: NAME.delay.json, NAME.delay-3.log, ...
+    let own = format!("{name}.delay");
+    for f in std::fs::read_dir(STATE_DIR).into_iter().flatten().flatten() {
+        if f.file_name().to_string_lossy().starts_with(&own) {
+            let _ = std::fs::remove_file(f.path());
         }
     }
     Ok(removed)
@@ -882,8 +900,12 @@ pub fn teardown(name: &str) -> Result<Removed, Error> {
 fn stop_delay_process(pid: u32, name: &str) -> bool {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let cmdline = String::from_utf8_lossy(&cmdline);
-    // The delay line's namespaces are r1's or r2's: `--ns mgrp-NAME-r1|r2`.
-    if !(cmdline.contains("delayline") && cmdline.contains(&format!("{NS_PREFIX}{name}-r"))) {
+    // The delay line runs in routers of this testbed: `delayline --ns mgrp-NAME-NODE`.
+    let args: Vec<&str> = cmdline.split('\0').collect();
+    let ours = args
+        .windows(2)
+        .any(|w| w[0] == "--ns" && instance_of(w[1]) == Some(name));
+    if !(cmdline.contains("delayline") && ours) {
         return false;
     }
     use nix::sys::signal::{kill, Signal};
@@ -909,18 +931,16 @@ pub fn list_testbeds() -> Vec<String> {
             d.filter_map(|e| {
                 let f = e.ok()?.file_name().into_string().ok()?;
                 let n = f.strip_suffix(".json")?;
-                (!n.ends_with(".delay") && !n.ends_with(".tmp")).then(|| n.to_string())
+                // Testbed names have no '.': skip NAME.delay.json, NAME.tmp.json and the like.
+                (!n.contains('.')).then(|| n.to_string())
             })
             .collect()
         })
         .unwrap_or_default();
     for ns in netns::list() {
-        if let Some(rest) = ns.strip_prefix(NS_PREFIX) {
-            if let Some((name, role)) = rest.rsplit_once('-') {
-                if Role::ALL.iter().any(|r| r.as_str() == role) && !names.iter().any(|n| n == name)
-                {
-                    names.push(name.to_string());
-                }
+        if let Some(name) = instance_of(&ns) {
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
             }
         }
     }
@@ -930,16 +950,25 @@ pub fn list_testbeds() -> Vec<String> {
 
 /// The namespaces of testbed `name` that exist now.
 pub fn existing_namespaces(name: &str) -> Vec<String> {
-    Role::ALL
-        .iter()
-        .map(|r| ns_name(name, *r))
-        .filter(|n| netns::exists(n))
+    netns::list()
+        .into_iter()
+        .filter(|ns| instance_of(ns) == Some(name))
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn namespaces_belong_to_exactly_one_instance() {
+        assert_eq!(instance_of("mgrp-lab-r1"), Some("lab"));
+        assert_eq!(instance_of("mgrp-lab-2-a"), Some("lab-2"));
+        assert_eq!(instance_of("mgrp-t123-4-x1s"), Some("t123-4"));
+        assert_eq!(instance_of("mgrp-lab"), None);
+        assert_eq!(instance_of("other-lab-r1"), None);
+        assert_eq!(instance_of("mgrp-lab-R1"), None);
+    }
 
     #[test]
     fn buffers() {
