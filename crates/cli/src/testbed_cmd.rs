@@ -3,14 +3,15 @@
 use crate::say;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use mgrp_testbed::delayline::DelayStats;
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, GenReport, BASE_PORT};
 use mgrp_testbed::rtt::{measure_rtt, RttStats};
 use mgrp_testbed::topology::{self, existing_namespaces, list_testbeds, State};
 use mgrp_testbed::truth::Bin;
 use mgrp_testbed::units::{fmt_rate, parse_bytes, parse_duration, parse_rate};
 use mgrp_testbed::{
-    Buffer, CrossPattern, DelayDir, DelayImpl, DelayMode, Role, Shaper, Testbed, TestbedConfig,
-    TruthSampler,
+    Buffer, CrossPattern, DelayDir, DelayImpl, DelayMode, LossModel, Role, Shaper, Testbed,
+    TestbedConfig, TruthSampler,
 };
 use serde::Serialize;
 use std::time::Duration;
@@ -53,6 +54,13 @@ pub struct PathArgs {
     /// What makes the delay: netem where the kernel has it (auto), or the project's TUN line.
     #[arg(long, value_enum, default_value_t = DelayImplArg::Auto)]
     delay_impl: DelayImplArg,
+    /// Packet loss on the measured flow (snd → rcv), before the bottleneck: 1%, random:1%, or
+    /// Gilbert–Elliott ge:p=0.5%,r=20%[,bad=100%,good=0%] (p: good→bad, r: bad→good).
+    #[arg(long, value_parser = loss)]
+    loss: Option<LossModel>,
+    /// Seed of the loss model: same seed, same packets lost.
+    #[arg(long, default_value_t = 1)]
+    loss_seed: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -97,6 +105,8 @@ impl PathArgs {
                 DelayImplArg::Netem => DelayImpl::Netem,
                 DelayImplArg::Tun => DelayImpl::Tun,
             },
+            loss: self.loss.clone(),
+            loss_seed: self.loss_seed,
         }
     }
 }
@@ -191,6 +201,14 @@ pub struct DelaylineArgs {
     delay_ns: u64,
     #[arg(long)]
     stats: std::path::PathBuf,
+    /// TUN device name.
+    #[arg(long, default_value = topology::DELAY_DEV)]
+    dev: String,
+    /// Loss model applied before the delay.
+    #[arg(long, value_parser = loss)]
+    loss: Option<LossModel>,
+    #[arg(long, default_value_t = 1)]
+    loss_seed: u64,
 }
 
 pub fn rate(s: &str) -> Result<u64, String> {
@@ -204,6 +222,9 @@ pub fn duration(s: &str) -> Result<Duration, String> {
 }
 fn buffer(s: &str) -> Result<Buffer, String> {
     Buffer::parse(s).map_err(|e| e.to_string())
+}
+fn loss(s: &str) -> Result<LossModel, String> {
+    LossModel::parse(s).map_err(|e| e.to_string())
 }
 fn pattern(s: &str) -> Result<Option<CrossPattern>, String> {
     if s.eq_ignore_ascii_case("none") {
@@ -255,7 +276,7 @@ fn describe(tb: &Testbed) -> String {
         .to_lowercase(),
         None => "none".into(),
     };
-    format!(
+    let text = format!(
         "testbed {name}\n  \
          snd  {snd} ─┐                                   ┌─ rcv  {rcv}\n              r1 ══[{shaper} {cap}]══> r2\n  \
          xsnd {xsnd} ─┘                                   └─ xrcv {xrcv}\n  \
@@ -270,6 +291,45 @@ fn describe(tb: &Testbed) -> String {
         cap = fmt_rate(c.capacity_bps as f64),
         burst = c.burst(),
         ns = topology::NS_PREFIX.to_string() + tb.name(),
+    );
+    text + &describe_loss(c)
+}
+
+/// The loss line's line in the testbed's description (empty without loss).
+fn describe_loss(c: &TestbedConfig) -> String {
+    match &c.loss {
+        Some(m) => format!(
+            "\n  loss line: {m} (expected {:.3}%), snd → rcv before the bottleneck, seed {}",
+            m.expected_rate() * 100.0,
+            c.loss_seed
+        ),
+        None => String::new(),
+    }
+}
+
+/// Whether the loss line's process runs, if it has one.
+fn loss_alive(state: Option<&State>) -> Option<bool> {
+    state.and_then(|s| s.loss_pid).map(topology::pid_alive)
+}
+
+/// What the loss line did, for people.
+fn loss_summary(d: &DelayStats) -> String {
+    format!(
+        "loss line: {} of {} pkts lost = {:.3}% (expected {:.3}%){}",
+        d.lost,
+        d.seen,
+        d.loss_rate * 100.0,
+        d.loss_model
+            .as_ref()
+            .map_or(0.0, |m| m.expected_rate() * 100.0),
+        if d.tun_dropped > 0 {
+            format!(
+                "; {} more dropped because the line fell behind",
+                d.tun_dropped
+            )
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -400,6 +460,7 @@ fn status(a: StatusArgs) -> Result<()> {
             serde_json::to_string_pretty(&serde_json::json!({
                 "name": name, "config": tb.config(), "namespaces": ns, "bottleneck_qdisc": q,
                 "delay_pid": state.as_ref().and_then(|s| s.delay_pid), "delay_alive": delay_alive, "delay_stats": delay,
+                "loss_stats": tb.loss_stats(), "loss_alive": loss_alive(state.as_ref()),
             }))?
         );
     } else {
@@ -434,16 +495,33 @@ fn status(a: StatusArgs) -> Result<()> {
                 d.dropped
             );
         }
+        if let Some(alive) = loss_alive(state.as_ref()) {
+            say!(
+                "  loss line process: {}",
+                if alive {
+                    "running"
+                } else {
+                    "DEAD (path to rcv broken; recreate the testbed)"
+                }
+            );
+        }
+        if let Some(l) = tb.loss_stats() {
+            say!("  {}", loss_summary(&l));
+        }
     }
     Ok(())
 }
 
 fn delayline(a: DelaylineArgs) -> Result<()> {
     crate::signals::catch_signals();
-    let line = mgrp_testbed::delayline::DelayLine::start(
+    let line = mgrp_testbed::delayline::DelayLine::start_with(
         a.ns,
-        topology::DELAY_DEV,
-        Duration::from_nanos(a.delay_ns),
+        &a.dev,
+        mgrp_testbed::delayline::LineParams {
+            delay: Duration::from_nanos(a.delay_ns),
+            loss: a.loss,
+            seed: a.loss_seed,
+        },
     )?;
     while !crate::signals::interrupted() {
         std::thread::sleep(Duration::from_millis(500));
@@ -459,6 +537,8 @@ struct RunReport {
     config: TestbedConfig,
     rtt: Option<RttStats>,
     delay_line: Option<mgrp_testbed::delayline::DelayStats>,
+    /// The loss line's counters: packets seen, lost, the achieved `loss_rate`.
+    loss_line: Option<DelayStats>,
     cross: Vec<CrossPattern>,
     generators: Vec<GenReport>,
     /// Ground truth over the whole run.
@@ -709,6 +789,7 @@ fn run_job(a: RunArgs) -> Result<()> {
         config: tb.config().clone(),
         rtt,
         delay_line: tb.delay_stats(),
+        loss_line: tb.loss_stats(),
         cross: patterns.clone(),
         generators: reports,
         summary,
@@ -760,6 +841,9 @@ fn run_job(a: RunArgs) -> Result<()> {
                 d.late_us_p99,
                 d.late_us_max
             );
+        }
+        if let Some(l) = &report.loss_line {
+            say!("{}", loss_summary(l));
         }
         if let Some(p) = &a.out {
             say!(
