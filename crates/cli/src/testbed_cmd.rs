@@ -150,7 +150,9 @@ pub struct RunArgs {
     #[command(flatten)]
     path: PathArgs,
     /// Cross traffic, repeatable: cbr:RATE, poisson:RATE, onoff:RATE[,on=,off=,dist=exp],
-    /// step:R1,R2,..[,every=T], tcp:FLOWS[,cc=bbr]; UDP kinds take size= and seed=. `none` for idle.
+    /// step:R1,R2,..[,every=T], peaks:R1@T1,R2@T2,.., tcp:FLOWS[,cc=bbr],
+    /// web:RATE[,mean=12kb,shape=1.2,max_flows=64]; UDP kinds take size=, random ones seed=.
+    /// `none` for idle.
     #[arg(long, default_value = "step:2,6,10,12,8,4mbit,every=2s", value_parser = pattern)]
     cross: Vec<Option<CrossPattern>>,
     /// How long to run the cross traffic.
@@ -305,6 +307,16 @@ fn describe_loss(c: &TestbedConfig) -> String {
         ),
         None => String::new(),
     }
+}
+
+/// A web generator's flows, for people (`None` for other kinds).
+fn web_summary(g: &GenReport) -> Option<String> {
+    (g.flows_started + g.flows_skipped > 0).then(|| {
+        format!(
+            "web flows: {} started, {} completed, {} skipped (all slots busy), {} failed; {} B delivered",
+            g.flows_started, g.flows_completed, g.flows_skipped, g.flows_failed, g.received_bytes
+        )
+    })
 }
 
 /// Whether the loss line's process runs, if it has one.
@@ -830,6 +842,9 @@ fn run_job(a: RunArgs) -> Result<()> {
                 g.send_errors,
                 g.max_lag_us
             );
+            if let Some(w) = web_summary(g) {
+                say!("  {w}");
+            }
         }
         if let Some(d) = &report.delay_line {
             say!(
