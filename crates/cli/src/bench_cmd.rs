@@ -232,15 +232,13 @@ fn testbed_bench(b: TestbedBench) -> Result<()> {
             std::thread::sleep(Duration::from_secs_f64(b.secs));
             let g = gen.stop()?;
             let truth = sampler.stop()?;
-            // STEP: a whole number of cycles; TCP: skip slow start.
-            let (lo, hi) = match &pattern {
-                CrossPattern::Step {
-                    rates_bps, every, ..
-                } => {
-                    let cycle = every.as_secs_f64() * rates_bps.len() as f64;
+            // STEP, PEAKS: a whole number of cycles; TCP: skip slow start.
+            let (lo, hi) = match (&pattern, pattern.cycle()) {
+                (_, Some(cycle)) => {
+                    let cycle = cycle.as_secs_f64();
                     (0.0, (b.secs / cycle).floor().max(1.0) * cycle)
                 }
-                CrossPattern::TcpBulk { .. } => (1.0, b.secs - trim),
+                (CrossPattern::TcpBulk { .. }, _) => (1.0, b.secs - trim),
                 _ => (trim, b.secs - trim),
             };
             // Edges on samples: interpolating inside a burst would blur bursty patterns.

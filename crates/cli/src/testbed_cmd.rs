@@ -3,13 +3,15 @@
 use crate::say;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use mgrp_testbed::delayline::DelayStats;
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, GenReport, BASE_PORT};
 use mgrp_testbed::rtt::{measure_rtt, RttStats};
 use mgrp_testbed::topology::{self, existing_namespaces, list_testbeds, State};
 use mgrp_testbed::truth::Bin;
 use mgrp_testbed::units::{fmt_rate, parse_bytes, parse_duration, parse_rate};
 use mgrp_testbed::{
-    Buffer, CrossPattern, DelayDir, DelayImpl, DelayMode, LinkCapacity, Role, Shaper, Testbed,
+    Buffer, CrossPattern, DelayDir, DelayImpl, DelayMode, LinkCapacity, LossModel, Role, Shaper,
+    Testbed,
     TestbedConfig, TruthSampler,
 };
 use serde::Serialize;
@@ -57,6 +59,13 @@ pub struct PathArgs {
     /// half-second flood at start; the truth is then off by the shaper's shortfall).
     #[arg(long)]
     no_measure_capacity: bool,
+    /// Packet loss on the measured flow (snd → rcv), before the bottleneck: 1%, random:1%, or
+    /// Gilbert–Elliott ge:p=0.5%,r=20%[,bad=100%,good=0%] (p: good→bad, r: bad→good).
+    #[arg(long, value_parser = loss)]
+    loss: Option<LossModel>,
+    /// Seed of the loss model: same seed, same packets lost.
+    #[arg(long, default_value_t = 1)]
+    loss_seed: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -102,6 +111,8 @@ impl PathArgs {
                 DelayImplArg::Tun => DelayImpl::Tun,
             },
             measure_capacity: !self.no_measure_capacity,
+            loss: self.loss.clone(),
+            loss_seed: self.loss_seed,
         }
     }
 }
@@ -151,7 +162,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE|NAME", conflicts_with_all = ["on", "estimate", "dashboard"])]
     topology: Option<String>,
     /// Cross traffic, repeatable: cbr:RATE, poisson:RATE, onoff:RATE[,on=,off=,dist=exp],
-    /// step:R1,R2,..[,every=T], tcp:FLOWS[,cc=bbr]; UDP kinds take size= and seed=. `none` for idle.
+    /// step:R1,R2,..[,every=T], peaks:R1@T1,R2@T2,.., tcp:FLOWS[,cc=bbr],
+    /// web:RATE[,mean=12kb,shape=1.2,max_flows=64]; UDP kinds take size=, random ones seed=.
+    /// `none` for idle.
     #[arg(long, default_value = "step:2,6,10,12,8,4mbit,every=2s", value_parser = pattern)]
     cross: Vec<Option<CrossPattern>>,
     /// How long to run the cross traffic.
@@ -202,8 +215,14 @@ pub struct DelaylineArgs {
     delay_ns: u64,
     #[arg(long)]
     stats: std::path::PathBuf,
+    /// TUN device name.
     #[arg(long, default_value = topology::DELAY_DEV)]
     dev: String,
+    /// Loss model applied before the delay.
+    #[arg(long, value_parser = loss)]
+    loss: Option<LossModel>,
+    #[arg(long, default_value_t = 1)]
+    loss_seed: u64,
 }
 
 pub fn rate(s: &str) -> Result<u64, String> {
@@ -217,6 +236,9 @@ pub fn duration(s: &str) -> Result<Duration, String> {
 }
 fn buffer(s: &str) -> Result<Buffer, String> {
     Buffer::parse(s).map_err(|e| e.to_string())
+}
+fn loss(s: &str) -> Result<LossModel, String> {
+    LossModel::parse(s).map_err(|e| e.to_string())
 }
 fn pattern(s: &str) -> Result<Option<CrossPattern>, String> {
     if s.eq_ignore_ascii_case("none") {
@@ -268,7 +290,7 @@ fn describe(tb: &Testbed) -> String {
         .to_lowercase(),
         None => "none".into(),
     };
-    format!(
+    let text = format!(
         "testbed {name}\n  \
          snd  {snd} ─┐                                   ┌─ rcv  {rcv}\n              r1 ══[{shaper} {cap}]══> r2\n  \
          xsnd {xsnd} ─┘                                   └─ xrcv {xrcv}\n  \
@@ -285,6 +307,55 @@ fn describe(tb: &Testbed) -> String {
         burst = c.burst(),
         measured = describe_capacity(&tb.capacity()),
         ns = topology::NS_PREFIX.to_string() + tb.name(),
+    );
+    text + &describe_loss(c)
+}
+
+/// The loss line's line in the testbed's description (empty without loss).
+fn describe_loss(c: &TestbedConfig) -> String {
+    match &c.loss {
+        Some(m) => format!(
+            "\n  loss line: {m} (expected {:.3}%), snd → rcv before the bottleneck, seed {}",
+            m.expected_rate() * 100.0,
+            c.loss_seed
+        ),
+        None => String::new(),
+    }
+}
+
+/// A web generator's flows, for people (`None` for other kinds).
+fn web_summary(g: &GenReport) -> Option<String> {
+    (g.flows_started + g.flows_skipped > 0).then(|| {
+        format!(
+            "web flows: {} started, {} completed, {} skipped (all slots busy), {} failed; {} B delivered",
+            g.flows_started, g.flows_completed, g.flows_skipped, g.flows_failed, g.received_bytes
+        )
+    })
+}
+
+/// Whether the loss line's process runs, if it has one.
+fn loss_alive(state: Option<&State>) -> Option<bool> {
+    state.and_then(|s| s.loss_pid).map(topology::pid_alive)
+}
+
+/// What the loss line did, for people.
+fn loss_summary(d: &DelayStats) -> String {
+    format!(
+        "loss line: {} of {} pkts lost = {:.3}% (expected {:.3}%){}",
+        d.lost,
+        d.seen,
+        d.loss_rate * 100.0,
+        d.loss_model
+            .as_ref()
+            .map_or(0.0, |m| m.expected_rate() * 100.0),
+        if d.tun_dropped > 0 {
+            format!(
+                "; {} more dropped because the line fell behind",
+                d.tun_dropped
+            )
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -445,6 +516,7 @@ fn status(a: StatusArgs) -> Result<()> {
                 "name": name, "config": tb.config(), "capacity": tb.capacity(),
                 "namespaces": ns, "bottleneck_qdisc": q,
                 "delay_pid": state.as_ref().and_then(|s| s.delay_pid), "delay_alive": delay_alive, "delay_stats": delay,
+                "loss_stats": tb.loss_stats(), "loss_alive": loss_alive(state.as_ref()),
             }))?
         );
     } else {
@@ -479,14 +551,34 @@ fn status(a: StatusArgs) -> Result<()> {
                 d.dropped
             );
         }
+        if let Some(alive) = loss_alive(state.as_ref()) {
+            say!(
+                "  loss line process: {}",
+                if alive {
+                    "running"
+                } else {
+                    "DEAD (path to rcv broken; recreate the testbed)"
+                }
+            );
+        }
+        if let Some(l) = tb.loss_stats() {
+            say!("  {}", loss_summary(&l));
+        }
     }
     Ok(())
 }
 
 fn delayline(a: DelaylineArgs) -> Result<()> {
     crate::signals::catch_signals();
-    let line =
-        mgrp_testbed::delayline::DelayLine::start(a.ns, &a.dev, Duration::from_nanos(a.delay_ns))?;
+    let line = mgrp_testbed::delayline::DelayLine::start_with(
+        a.ns,
+        &a.dev,
+        mgrp_testbed::delayline::LineParams {
+            delay: Duration::from_nanos(a.delay_ns),
+            loss: a.loss,
+            seed: a.loss_seed,
+        },
+    )?;
     while !crate::signals::interrupted() {
         std::thread::sleep(Duration::from_millis(500));
         let _ = std::fs::write(&a.stats, serde_json::to_vec(&line.stats())?);
@@ -505,6 +597,8 @@ struct RunReport {
     run_drain: Option<mgrp_testbed::capacity::Drain>,
     rtt: Option<RttStats>,
     delay_line: Option<mgrp_testbed::delayline::DelayStats>,
+    /// The loss line's counters: packets seen, lost, the achieved `loss_rate`.
+    loss_line: Option<DelayStats>,
     cross: Vec<CrossPattern>,
     generators: Vec<GenReport>,
     /// Ground truth over the whole run.
@@ -769,6 +863,7 @@ fn run_job(a: RunArgs) -> Result<()> {
         run_drain: truth.drain(),
         rtt,
         delay_line: tb.delay_stats(),
+        loss_line: tb.loss_stats(),
         cross: patterns.clone(),
         generators: reports,
         summary,
@@ -817,6 +912,9 @@ fn run_job(a: RunArgs) -> Result<()> {
                 g.send_errors,
                 g.max_lag_us
             );
+            if let Some(w) = web_summary(g) {
+                say!("  {w}");
+            }
         }
         if let Some(d) = &report.delay_line {
             say!(
@@ -828,6 +926,9 @@ fn run_job(a: RunArgs) -> Result<()> {
                 d.late_us_p99,
                 d.late_us_max
             );
+        }
+        if let Some(l) = &report.loss_line {
+            say!("{}", loss_summary(l));
         }
         if let Some(p) = &a.out {
             say!(

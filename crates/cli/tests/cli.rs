@@ -328,3 +328,41 @@ fn run_with_estimates_beside_truth() {
         assert!(r["end_s"].as_f64().unwrap() > r["start_s"].as_f64().unwrap());
     }
 }
+
+#[test]
+fn loss_line_as_its_own_process() {
+    let o = mgrp(&["testbed", "run", "--loss", "5"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("write 5%"), "{}", stderr(&o));
+
+    let name = format!("loss{}", std::process::id());
+    let o = mgrp(&[
+        "testbed",
+        "up",
+        "--name",
+        &name,
+        "--loss",
+        "ge:p=1%,r=20%",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["config"]["loss"]["kind"], "gilbert_elliott", "{v}");
+    // The stats file is written every 500 ms.
+    std::thread::sleep(Duration::from_millis(700));
+    let o = mgrp(&["testbed", "status", &name, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let st: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(st["loss_alive"], true, "{st}");
+    // The pings `up` sent to rcv crossed the loss line.
+    assert!(st["loss_stats"]["seen"].as_u64().unwrap() >= 10, "{st}");
+    let o = mgrp(&["testbed", "down", &name, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let down: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        down[0]["removed"]["processes"].as_array().map(|a| a.len()),
+        Some(1),
+        "{down}"
+    );
+    assert!(namespaces_of(&name).is_empty());
+}

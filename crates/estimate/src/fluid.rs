@@ -44,7 +44,7 @@ impl FluidPath {
             Some(p) => {
                 let s = p
                     .schedule()
-                    .ok_or("the fluid model has no TCP: use a UDP pattern")?;
+                    .ok_or("the fluid model has no TCP (tcp, web): use a UDP pattern")?;
                 let f = (s.size() as u64 + ETH_HLEN) as f64;
                 (Some(s), f)
             }
@@ -246,5 +246,16 @@ mod tests {
         assert!(
             FluidPath::new(1e6, 3000.0, 0, Some(CrossPattern::parse("tcp:1").unwrap())).is_err()
         );
+        assert!(FluidPath::new(
+            1e6,
+            3000.0,
+            0,
+            Some(CrossPattern::parse("web:1mbit").unwrap())
+        )
+        .is_err());
+        // PEAKS has a schedule like STEP, so the fluid model runs it.
+        let peaks = CrossPattern::parse("peaks:100kbit@1s,300@1s").unwrap();
+        let p = FluidPath::new(1e6, 30000.0, 0, Some(peaks)).unwrap();
+        assert!((p.avail_bps(0, 2_000_000_000) - 0.8e6).abs() < 0.02e6);
     }
 }

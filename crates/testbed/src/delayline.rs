@@ -1,8 +1,14 @@
 //! A delay line for kernels without `netem`: packets routed into a TUN device are held for a
 //! fixed time and written back into the same namespace, which forwards them on (policy routing
-//! sends what comes out of the TUN the normal way).
+//! sends what comes out of the TUN the normal way). It can also lose packets, following a
+//! [`LossModel`]: a lost packet is counted and never written back. With zero delay the line
+//! forwards each packet as soon as it is read.
+//!
+//! The line only holds, drops and counts; routing packets into its TUN device and forwarding
+//! what comes out is the caller's job (see `topology.rs`, `Testbed::start_line`).
 
 use crate::clock::{now_ns, tighten_timer_slack};
+use crate::loss::{LossModel, LossProcess};
 use crate::Error;
 use mgrp_shim::tun::Tun;
 use serde::{Deserialize, Serialize};
@@ -23,15 +29,42 @@ const EARLY_MAX_NS: u64 = 1_000_000;
 const EARLY_MARGIN_NS: u64 = 20_000;
 /// Lateness histogram resolution: 1 us buckets up to this many us.
 const HIST_US: usize = 20_000;
+/// Packets the kernel queues for the line's TUN device (its txqueuelen) before dropping: 200 ms
+/// of 50 kpps, so a line thread that is briefly descheduled loses nothing.
+pub const TUN_QUEUE_LEN: u32 = 10_000;
+/// How often the line reads its device's drop counter.
+const DROP_CHECK_NS: u64 = 200_000_000;
+/// Most packets read before the line looks at what is due again.
+const READ_BATCH: usize = 256;
+/// Longest delay a line holds packets for.
+pub const MAX_DELAY: Duration = Duration::from_secs(10);
 
-/// What the delay line did: how many packets, and how late each left against its due time.
+/// What the delay line did: how many packets, how many it lost on purpose, and how late each
+/// left against its due time.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct DelayStats {
     pub target_delay_s: f64,
+    /// Packets and bytes written back (forwarded).
     pub packets: u64,
     pub bytes: u64,
+    /// Packets refused because the line already held `MAX_QUEUED_BYTES`.
     pub dropped: u64,
+    /// Packets the kernel dropped before the line read them: its TUN queue (`TUN_QUEUE_LEN`)
+    /// was full because the line fell behind. Should be 0; not part of `seen`.
+    #[serde(default)]
+    pub tun_dropped: u64,
     pub write_errors: u64,
+    /// The loss model applied, if any.
+    #[serde(default)]
+    pub loss_model: Option<LossModel>,
+    /// Packets read from the TUN device, and of those, lost by the loss model.
+    #[serde(default)]
+    pub seen: u64,
+    #[serde(default)]
+    pub lost: u64,
+    /// `lost / seen` (0 before any packet).
+    #[serde(default)]
+    pub loss_rate: f64,
     /// Departure lateness (actual − due) in microseconds.
     pub late_us_p50: f64,
     pub late_us_p90: f64,
@@ -46,12 +79,13 @@ struct Recorder {
 }
 
 impl Recorder {
-    fn new(delay: Duration) -> Self {
+    fn new(delay: Duration, loss: Option<LossModel>) -> Self {
         Recorder {
             hist: vec![0; HIST_US + 1],
             max_ns: 0,
             stats: DelayStats {
                 target_delay_s: delay.as_secs_f64(),
+                loss_model: loss,
                 ..Default::default()
             },
         }
@@ -79,6 +113,7 @@ impl Recorder {
             HIST_US as f64
         };
         DelayStats {
+            loss_rate: rate(self.stats.lost, self.stats.seen),
             late_us_p50: q(0.5),
             late_us_p90: q(0.9),
             late_us_p99: q(0.99),
@@ -86,6 +121,26 @@ impl Recorder {
             ..self.stats.clone()
         }
     }
+}
+
+fn rate(lost: u64, seen: u64) -> f64 {
+    if seen == 0 {
+        0.0
+    } else {
+        lost as f64 / seen as f64
+    }
+}
+
+/// What a line does to each packet: hold it for `delay`, and first lose it with `loss`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LineParams {
+    /// How long each packet is held (zero: forwarded as soon as it is read).
+    pub delay: Duration,
+    /// Loss applied to each packet read, before it is held.
+    pub loss: Option<LossModel>,
+    /// Seed of the loss model's RNG; a line serving several namespaces uses `seed + i` in the
+    /// i-th, so each has its own but reproducible sequence.
+    pub seed: u64,
 }
 
 /// A running delay line: one thread per namespace it serves.
@@ -99,14 +154,48 @@ impl DelayLine {
     /// Create TUN device `dev` in each of `namespaces` and start holding what is routed into it
     /// for `delay`. Returns once every device exists (still down; the caller routes into it).
     pub fn start(namespaces: Vec<String>, dev: &str, delay: Duration) -> Result<DelayLine, Error> {
+        DelayLine::start_with(
+            namespaces,
+            dev,
+            LineParams {
+                delay,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// Like [`start`](Self::start), with loss: each packet read from `dev` is first lost with
+    /// `params.loss` (counted in [`DelayStats::lost`]), then held for `params.delay` and
+    /// written back. The caller brings `dev` up and routes into it, e.g.
+    /// `ip link set DEV up; ip rule add iif DEV lookup T; ip route add NET via HOP table T;
+    /// ip route replace NET dev DEV`. Stopping (or dropping) the line removes the devices.
+    pub fn start_with(
+        namespaces: Vec<String>,
+        dev: &str,
+        params: LineParams,
+    ) -> Result<DelayLine, Error> {
+        if let Some(m) = &params.loss {
+            m.validate()?;
+        }
+        if params.delay > MAX_DELAY {
+            return Err(Error::BadInput(format!(
+                "delay line: delay {:?} is above the {:?} it supports",
+                params.delay, MAX_DELAY
+            )));
+        }
+        let delay = params.delay;
         let stop = Arc::new(AtomicBool::new(false));
         let mut line = DelayLine {
             stop: stop.clone(),
             threads: Vec::new(),
             recorders: Vec::new(),
         };
-        for ns in namespaces {
-            let rec = Arc::new(Mutex::new(Recorder::new(delay)));
+        for (i, ns) in namespaces.into_iter().enumerate() {
+            let rec = Arc::new(Mutex::new(Recorder::new(delay, params.loss.clone())));
+            let loss = params
+                .loss
+                .clone()
+                .map(|m| LossProcess::new(m, params.seed.wrapping_add(i as u64)));
             let (ready_tx, ready_rx) = std::sync::mpsc::channel();
             let (stop2, rec2, dev2) = (stop.clone(), rec.clone(), dev.to_string());
             let h = crate::netns::spawn_in(&ns, "delayline", move || {
@@ -120,7 +209,7 @@ impl DelayLine {
                         return Err(e);
                     }
                 };
-                run(tun, delay.as_nanos() as u64, &stop2, &rec2)
+                run(tun, &dev2, delay.as_nanos() as u64, loss, &stop2, &rec2)
             })?;
             line.threads.push(h);
             line.recorders.push(rec);
@@ -139,15 +228,20 @@ impl DelayLine {
         for r in &self.recorders {
             let s = r.lock().map(|r| r.snapshot()).unwrap_or_default();
             total.target_delay_s = s.target_delay_s;
+            total.loss_model = s.loss_model;
+            total.seen += s.seen;
+            total.lost += s.lost;
             total.packets += s.packets;
             total.bytes += s.bytes;
             total.dropped += s.dropped;
+            total.tun_dropped += s.tun_dropped;
             total.write_errors += s.write_errors;
             total.late_us_p50 = total.late_us_p50.max(s.late_us_p50);
             total.late_us_p90 = total.late_us_p90.max(s.late_us_p90);
             total.late_us_p99 = total.late_us_p99.max(s.late_us_p99);
             total.late_us_max = total.late_us_max.max(s.late_us_max);
         }
+        total.loss_rate = rate(total.lost, total.seen);
         total
     }
 
@@ -177,7 +271,33 @@ fn open_tun(dev: &str) -> Result<Tun, Error> {
     Tun::open(dev).map_err(|e| Error::Setup(e.to_string()))
 }
 
-fn run(tun: Tun, delay_ns: u64, stop: &AtomicBool, rec: &Mutex<Recorder>) -> Result<(), Error> {
+/// The TX drop count of `dev` in a `/proc/net/dev` listing.
+fn tx_dropped_of(dev: &str, proc_net_dev: &str) -> Option<u64> {
+    let line = proc_net_dev
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(dev)?.strip_prefix(':'))?;
+    // Receive: bytes packets errs drop fifo frame compressed multicast; transmit: bytes
+    // packets errs drop ...
+    line.split_whitespace().nth(11)?.parse().ok()
+}
+
+/// How many packets the kernel dropped at `dev`'s queue, read in the calling thread's
+/// namespace.
+fn tun_drops(dev: &str) -> Option<u64> {
+    tx_dropped_of(
+        dev,
+        &std::fs::read_to_string("/proc/thread-self/net/dev").ok()?,
+    )
+}
+
+fn run(
+    tun: Tun,
+    dev: &str,
+    delay_ns: u64,
+    mut loss: Option<LossProcess>,
+    stop: &AtomicBool,
+    rec: &Mutex<Recorder>,
+) -> Result<(), Error> {
     tighten_timer_slack();
     crate::clock::cpu::avoid_pacer_cpu();
     let fd = tun.as_raw_fd();
@@ -185,9 +305,19 @@ fn run(tun: Tun, delay_ns: u64, stop: &AtomicBool, rec: &Mutex<Recorder>) -> Res
     let mut queued = 0usize;
     let mut spare: Vec<Vec<u8>> = Vec::new();
     let mut early_ns = EARLY_MIN_NS;
+    let mut drops_read_ns = 0;
+    let read_drops = || {
+        if let (Some(d), Ok(mut r)) = (tun_drops(dev), rec.lock()) {
+            r.stats.tun_dropped = d;
+        }
+    };
     while !stop.load(Ordering::Relaxed) {
-        // Take in everything that has arrived.
-        loop {
+        if now_ns() >= drops_read_ns + DROP_CHECK_NS {
+            read_drops();
+            drops_read_ns = now_ns();
+        }
+        // Take in what has arrived, in batches, so due packets are not held up by a flood.
+        for _ in 0..READ_BATCH {
             let mut buf = spare.pop().unwrap_or_default();
             buf.resize(MAX_PKT, 0);
             // SAFETY: buf has MAX_PKT writable bytes.
@@ -197,6 +327,15 @@ fn run(tun: Tun, delay_ns: u64, stop: &AtomicBool, rec: &Mutex<Recorder>) -> Res
                 break;
             }
             buf.truncate(n as usize);
+            let lost = loss.as_mut().is_some_and(|l| l.lose());
+            if let Ok(mut r) = rec.lock() {
+                r.stats.seen += 1;
+                r.stats.lost += lost as u64;
+            }
+            if lost {
+                spare.push(buf);
+                continue;
+            }
             if queued + buf.len() > MAX_QUEUED_BYTES {
                 if let Ok(mut r) = rec.lock() {
                     r.stats.dropped += 1;
@@ -255,6 +394,7 @@ fn run(tun: Tun, delay_ns: u64, stop: &AtomicBool, rec: &Mutex<Recorder>) -> Res
                 ((early_ns * 7 + over + EARLY_MARGIN_NS) / 8).clamp(EARLY_MIN_NS, EARLY_MAX_NS);
         }
     }
+    read_drops();
     Ok(())
 }
 
@@ -263,8 +403,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tun_drop_counter() {
+        let dev = "Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:    3293      31    0    0    0     0          0         0     3293      31    0    0    0     0       0          0
+   dly:       0       0    0    0    0     0          0         0   700000    7000    0   42    0     0       0          0
+";
+        assert_eq!(tx_dropped_of("dly", dev), Some(42));
+        assert_eq!(tx_dropped_of("lo", dev), Some(0));
+        assert_eq!(tx_dropped_of("lss", dev), None);
+        assert_eq!(tx_dropped_of("dl", dev), None);
+    }
+
+    #[test]
     fn lateness_percentiles() {
-        let mut r = Recorder::new(Duration::from_millis(20));
+        let mut r = Recorder::new(Duration::from_millis(20), None);
         for us in 0..100u64 {
             r.record(us * 1000 + 500, 100);
         }

@@ -1,23 +1,29 @@
 //! Cross-traffic generators: UDP senders that follow a [`Schedule`](crate::pattern::Schedule)
-//! to the microsecond, greedy TCP flows, and the sinks that receive them in `xrcv`.
+//! to the microsecond, greedy TCP flows, web-like short TCP flows, and the sinks that receive
+//! them in `xrcv`.
 
 use crate::clock::cpu::avoid_pacer_cpu;
 use crate::clock::{now_ns, sleep_until, tighten_timer_slack, wait_until};
 use crate::netns::spawn_in;
-use crate::pattern::{CrossPattern, ETH_HLEN};
+use crate::pattern::{CrossPattern, WebArrivals, ETH_HLEN, WEB_HEADER_BYTES};
 use crate::topology::{Role, Testbed};
 use crate::Error;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// First port the generators use on xrcv; pattern i uses this + i.
 pub const BASE_PORT: u16 = 5200;
+/// Most connections the web sink holds open at once; more wait in the listen backlog.
+const MAX_SINK_CONNS: usize = 1024;
+/// Longest a web flow may take before it is abandoned (and counted as failed).
+const WEB_FLOW_DEADLINE: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone)]
 pub struct GenOptions {
@@ -37,19 +43,34 @@ impl Default for GenOptions {
 }
 
 /// What one generator did, from its own side (the ground truth is read at the bottleneck).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct GenReport {
     pub pattern: String,
     pub configured_bps: Option<f64>,
     pub duration_s: f64,
+    /// UDP: packets sent; TCP: write calls.
     pub sent_packets: u64,
-    /// UDP: Ethernet frame bytes sent; TCP: payload bytes written.
+    /// UDP: Ethernet frame bytes sent; TCP: payload bytes written (web: without each flow's
+    /// 8-byte length).
     pub sent_bytes: u64,
     pub send_errors: u64,
     /// Largest lateness of a UDP departure against its schedule, microseconds.
     pub max_lag_us: f64,
     pub received_packets: u64,
+    /// Payload bytes the sink read (web: without the lengths).
     pub received_bytes: u64,
+    /// Web: flows that arrived and got a connection slot.
+    #[serde(default)]
+    pub flows_started: u64,
+    /// Web: flows whose every byte reached the sink (it closed first, as it does when done).
+    #[serde(default)]
+    pub flows_completed: u64,
+    /// Web: arrivals dropped because `max_flows` were already running (never queued).
+    #[serde(default)]
+    pub flows_skipped: u64,
+    /// Web: flows that could not connect or send, ran past their deadline, or were cut by stop.
+    #[serde(default)]
+    pub flows_failed: u64,
 }
 
 #[derive(Default)]
@@ -60,6 +81,12 @@ struct Shared {
     send_errors: AtomicU64,
     max_lag_ns: AtomicU64,
     sink: Arc<SinkCounters>,
+    flows_started: AtomicU64,
+    flows_completed: AtomicU64,
+    flows_skipped: AtomicU64,
+    flows_failed: AtomicU64,
+    /// Web flows handed to workers and not yet finished.
+    flows_active: AtomicU64,
 }
 
 /// What a sink received, and its stop flag.
@@ -142,6 +169,31 @@ impl CrossTraffic {
                         })?);
                 }
             }
+            CrossPattern::Web { max_flows, .. } => {
+                let arrivals = pattern.web_arrivals().expect("a web pattern has arrivals");
+                let (tx, rx) = std::sync::mpsc::channel();
+                let s = shared.sink.clone();
+                ct.sinks
+                    .push(spawn_in(xrcv, "web-sink", move || web_sink(dst, s, tx))?);
+                ready(rx)?;
+                ct.start_ns = now_ns();
+                let end_ns = ct.start_ns + max_ns;
+                // A fixed pool of max_flows workers; the dispatcher only hands a flow over when
+                // one is free, so the queue never holds more than the pool can run.
+                let (jobs_tx, jobs_rx) = std::sync::mpsc::sync_channel(*max_flows as usize);
+                let jobs_rx = Arc::new(Mutex::new(jobs_rx));
+                for i in 0..*max_flows {
+                    let (s, jobs) = (shared.clone(), jobs_rx.clone());
+                    ct.senders
+                        .push(spawn_in(xsnd, &format!("web-w{i}"), move || {
+                            web_worker(dst, &jobs, &s, end_ns)
+                        })?);
+                }
+                let (s, start, limit) = (shared.clone(), ct.start_ns, *max_flows as u64);
+                ct.senders.push(spawn_in(xsnd, "web-src", move || {
+                    web_dispatch(arrivals, jobs_tx, &s, start, max_ns, limit)
+                })?);
+            }
             udp => {
                 let schedule = udp.schedule().expect("UDP patterns have schedules");
                 let (tx, rx) = std::sync::mpsc::channel();
@@ -216,6 +268,10 @@ impl CrossTraffic {
             max_lag_us: s.max_lag_ns.load(Ordering::Relaxed) as f64 / 1e3,
             received_packets: s.sink.received_packets.load(Ordering::Relaxed),
             received_bytes: s.sink.received_bytes.load(Ordering::Relaxed),
+            flows_started: s.flows_started.load(Ordering::Relaxed),
+            flows_completed: s.flows_completed.load(Ordering::Relaxed),
+            flows_skipped: s.flows_skipped.load(Ordering::Relaxed),
+            flows_failed: s.flows_failed.load(Ordering::Relaxed),
         })
     }
 }
@@ -406,6 +462,257 @@ fn tcp_source(dst: SocketAddr, cc: Option<&str>, s: Arc<Shared>, end_ns: u64) ->
         }
     }
     let _ = conn.shutdown(std::net::Shutdown::Both);
+    Ok(())
+}
+
+/// Follow the web arrivals: each flow goes to a free worker, or is counted as skipped when all
+/// `max_flows` are busy.
+fn web_dispatch(
+    arrivals: WebArrivals,
+    jobs: SyncSender<u64>,
+    s: &Shared,
+    start_ns: u64,
+    max_ns: u64,
+    max_flows: u64,
+) -> Result<(), Error> {
+    tighten_timer_slack();
+    for (off, size) in arrivals {
+        if off > max_ns || s.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let due = start_ns + off;
+        while due > now_ns() + 50_000_000 {
+            sleep_until(now_ns() + 50_000_000);
+            if s.stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+        }
+        sleep_until(due);
+        if s.flows_active.load(Ordering::Relaxed) >= max_flows {
+            s.flows_skipped.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        s.flows_active.fetch_add(1, Ordering::Relaxed);
+        match jobs.try_send(size) {
+            Ok(()) => {
+                s.flows_started.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TrySendError::Full(_)) => {
+                s.flows_active.fetch_sub(1, Ordering::Relaxed);
+                s.flows_skipped.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TrySendError::Disconnected(_)) => break,
+        }
+    }
+    // Dropping `jobs` lets idle workers end.
+    Ok(())
+}
+
+/// Run flows from the queue until it closes, `stop`, or `end_ns`.
+fn web_worker(
+    dst: SocketAddr,
+    jobs: &Mutex<Receiver<u64>>,
+    s: &Shared,
+    end_ns: u64,
+) -> Result<(), Error> {
+    let body = vec![0x5au8; 64 * 1024];
+    let mut head = body.clone();
+    while !s.stop.load(Ordering::Relaxed) && now_ns() < end_ns {
+        let job = match jobs.lock() {
+            Ok(rx) => rx.recv_timeout(Duration::from_millis(50)),
+            Err(_) => return Err(Error::Generator("web job queue poisoned".into())),
+        };
+        let size = match job {
+            Ok(size) => size,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        head[..8].copy_from_slice(&size.to_be_bytes());
+        let deadline = (now_ns() + WEB_FLOW_DEADLINE.as_nanos() as u64).min(end_ns);
+        match web_flow(dst, size, &head, &body, s, deadline) {
+            Ok(()) => s.flows_completed.fetch_add(1, Ordering::Relaxed),
+            Err(_) => s.flows_failed.fetch_add(1, Ordering::Relaxed),
+        };
+        s.flows_active.fetch_sub(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// One web flow: connect, send the length and `size` bytes, then wait for the sink to close
+/// (it does once it has them all), so completion means delivery.
+fn web_flow(
+    dst: SocketAddr,
+    size: u64,
+    head: &[u8],
+    body: &[u8],
+    s: &Shared,
+    deadline_ns: u64,
+) -> std::io::Result<()> {
+    let gone = || s.stop.load(Ordering::Relaxed) || now_ns() >= deadline_ns;
+    let abandoned = || std::io::Error::new(ErrorKind::TimedOut, "web flow stopped or timed out");
+    let mut conn = TcpStream::connect_timeout(&dst, Duration::from_secs(3))?;
+    conn.set_write_timeout(Some(Duration::from_millis(50)))?;
+    conn.set_read_timeout(Some(Duration::from_millis(50)))?;
+    let total = WEB_HEADER_BYTES + size;
+    let mut pos = 0u64;
+    while pos < total {
+        if gone() {
+            return Err(abandoned());
+        }
+        // The length rides in the first chunk with the payload, not in a segment of its own.
+        let chunk = if pos < head.len() as u64 {
+            &head[pos as usize..head.len().min(total as usize)]
+        } else {
+            &body[..body.len().min((total - pos) as usize)]
+        };
+        match conn.write(chunk) {
+            Ok(n) => {
+                let header_part = WEB_HEADER_BYTES.saturating_sub(pos).min(n as u64);
+                s.sent_bytes
+                    .fetch_add(n as u64 - header_part, Ordering::Relaxed);
+                s.sent_packets.fetch_add(1, Ordering::Relaxed);
+                pos += n as u64;
+            }
+            Err(e) if transient(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut buf = [0u8; 64];
+    loop {
+        if gone() {
+            return Err(abandoned());
+        }
+        match conn.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if transient(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One connection at the web sink: its 8-byte length as it arrives, then the payload.
+struct WebConn {
+    sock: TcpStream,
+    hdr: [u8; 8],
+    hdr_got: usize,
+    got: u64,
+}
+
+impl WebConn {
+    /// Take `data`; true once the flow is complete.
+    fn take(&mut self, mut data: &[u8], s: &SinkCounters) -> bool {
+        if self.hdr_got < 8 {
+            let n = (8 - self.hdr_got).min(data.len());
+            self.hdr[self.hdr_got..self.hdr_got + n].copy_from_slice(&data[..n]);
+            self.hdr_got += n;
+            data = &data[n..];
+        }
+        self.got += data.len() as u64;
+        s.received_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.hdr_got == 8 && self.got >= u64::from_be_bytes(self.hdr)
+    }
+}
+
+/// Accept any number of web flows over time (at most `MAX_SINK_CONNS` open at once) and read
+/// them all from one thread with poll(2); close each as soon as it has its bytes.
+fn web_sink(
+    addr: SocketAddr,
+    s: Arc<SinkCounters>,
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
+) -> Result<(), Error> {
+    let listener = match TcpListener::bind(addr) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send(Err(format!("bind web sink {addr}: {e}")));
+            return Err(gen_err("bind web sink", e));
+        }
+    };
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| gen_err("web sink", e))?;
+    let _ = ready.send(Ok(()));
+    let mut conns: Vec<WebConn> = Vec::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    while !s.stop.load(Ordering::Relaxed) {
+        fds.clear();
+        fds.push(libc::pollfd {
+            fd: listener.as_raw_fd(),
+            // A full house stops accepting; the rest wait in the backlog.
+            events: if conns.len() < MAX_SINK_CONNS {
+                libc::POLLIN
+            } else {
+                0
+            },
+            revents: 0,
+        });
+        fds.extend(conns.iter().map(|c| libc::pollfd {
+            fd: c.sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }));
+        // SAFETY: fds is a valid array of fds.len() pollfds.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
+        if n <= 0 {
+            continue;
+        }
+        let mut done = vec![false; conns.len()];
+        for (i, c) in conns.iter_mut().enumerate() {
+            if fds[i + 1].revents == 0 {
+                continue;
+            }
+            // A bounded number of reads per wake-up, so one fast flow cannot starve the rest.
+            for _ in 0..16 {
+                match c.sock.read(&mut buf) {
+                    Ok(0) => {
+                        done[i] = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        if c.take(&buf[..n], &s) {
+                            done[i] = true;
+                            break;
+                        }
+                    }
+                    Err(e) if transient(&e) => break,
+                    Err(_) => {
+                        done[i] = true;
+                        break;
+                    }
+                }
+            }
+        }
+        // Closing a finished flow is what tells its sender it has been delivered.
+        let mut i = 0;
+        conns.retain(|_| {
+            i += 1;
+            !done[i - 1]
+        });
+        if fds[0].revents != 0 {
+            for _ in 0..64 {
+                if conns.len() >= MAX_SINK_CONNS {
+                    break;
+                }
+                match listener.accept() {
+                    Ok((sock, _)) => {
+                        if sock.set_nonblocking(true).is_ok() {
+                            conns.push(WebConn {
+                                sock,
+                                hdr: [0; 8],
+                                hdr_got: 0,
+                                got: 0,
+                            });
+                        }
+                    }
+                    // Nothing more to accept, or one connection that failed on the way
+                    // (ECONNABORTED): neither stops the sink.
+                    Err(_) => break,
+                }
+            }
+        }
+    }
     Ok(())
 }
 

@@ -11,7 +11,9 @@
 //! the two flows leave `r2` on different links, `r2`'s per-link counters separate them, and the
 //! ground truth is A = C − (cross bytes that left the bottleneck) / window. An optional delay
 //! line (the project's own, through a TUN device, for kernels without `netem`) adds one-way
-//! delay on the reverse path by default, so forward probe spacing stays clean.
+//! delay on the reverse path by default, so forward probe spacing stays clean. Optional loss
+//! (random or Gilbert–Elliott, [`loss`]) is applied to the measured flow before the bottleneck
+//! by a second TUN line in `r1`.
 
 pub use mgrp_clock as clock;
 pub use mgrp_traffic::{pattern, units};
@@ -20,6 +22,7 @@ pub mod capacity;
 pub mod counters;
 pub mod delayline;
 pub mod generator;
+pub mod loss;
 pub mod netns;
 pub mod rtt;
 pub mod topo;
@@ -27,6 +30,7 @@ pub mod topology;
 pub mod truth;
 
 pub use capacity::LinkCapacity;
+pub use loss::LossModel;
 pub use pattern::CrossPattern;
 pub use topology::{Buffer, DelayDir, DelayImpl, DelayMode, Role, Shaper, Testbed, TestbedConfig};
 pub use truth::{Bin, Truth, TruthSampler};

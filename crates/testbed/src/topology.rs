@@ -1,8 +1,9 @@
 //! Building and tearing down the namespace path.
 
 use crate::capacity::{self, LinkCapacity, ShaperAt};
-use crate::delayline::{DelayLine, DelayStats};
+use crate::delayline::{DelayLine, DelayStats, LineParams, TUN_QUEUE_LEN};
 use crate::generator::Endpoints;
+use crate::loss::LossModel;
 use crate::netns::{self, ip_batch, sh_in};
 use crate::units::{parse_bytes, parse_duration};
 use crate::Error;
@@ -21,6 +22,12 @@ pub const DELAY_DEV: &str = "dly";
 const DELAY_TABLE: u32 = 100;
 /// Port of the sink the capacity flood is sent to (below the generators' ports).
 const CAPACITY_PORT: u16 = 5199;
+/// Name of the loss line's TUN device inside r1.
+pub const LOSS_DEV: &str = "lss";
+/// Routing table the loss line's re-injected packets are looked up in.
+const LOSS_TABLE: u32 = 101;
+/// The measured flow's destination subnet (rcv's): what the loss line loses from.
+const RCV_NET: &str = "198.18.3.0/24";
 /// Ethernet frame of a full-MTU packet: what a shaper must be able to pass at once.
 const MAX_FRAME: u64 = 1514;
 
@@ -173,7 +180,8 @@ pub enum DelayImpl {
 
 /// How the delay line runs: as a thread of this process (tests, `testbed run`), or as a
 /// separate process that outlives it (`testbed up`). The process is started from the command
-/// given, with `--ns NS --delay-ns N --stats FILE` appended.
+/// given, with `--ns NS --delay-ns N --stats FILE --dev DEV` appended, and for the loss line
+/// also `--loss SPEC --loss-seed N`.
 #[derive(Debug, Clone)]
 pub enum DelayMode {
     Thread,
@@ -200,10 +208,22 @@ pub struct TestbedConfig {
     /// truth's capacity (see [`crate::capacity`]); off, the configured rate stands in.
     #[serde(default = "yes")]
     pub measure_capacity: bool,
+    /// Loss on the measured flow's forward path, before the bottleneck (a TUN line in r1 for
+    /// traffic toward rcv; cross traffic does not cross it). Runs with zero delay unless a
+    /// forward delay is set too.
+    #[serde(default)]
+    pub loss: Option<LossModel>,
+    /// Seed of the loss model's RNG: same seed, same losses.
+    #[serde(default = "default_loss_seed")]
+    pub loss_seed: u64,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn default_loss_seed() -> u64 {
+    1
 }
 
 impl Default for TestbedConfig {
@@ -218,6 +238,8 @@ impl Default for TestbedConfig {
             delay_dir: DelayDir::Reverse,
             delay_impl: DelayImpl::Auto,
             measure_capacity: true,
+            loss: None,
+            loss_seed: default_loss_seed(),
         }
     }
 }
@@ -270,6 +292,10 @@ impl TestbedConfig {
             if d > Duration::from_secs(10) {
                 return bad("delay above 10 s is not supported".into());
             }
+        }
+        if let Some(m) = &self.loss {
+            m.validate()
+                .map_err(|e| Error::BadInput(format!("loss {m}: {e}")))?;
         }
         Ok(())
     }
@@ -352,6 +378,9 @@ pub struct State {
     pub owner_pid: Option<u32>,
     /// The delay line's own process, if it runs as one.
     pub delay_pid: Option<u32>,
+    /// The loss line's own process, if it runs as one.
+    #[serde(default)]
+    pub loss_pid: Option<u32>,
     /// What makes the delay (netem or tun), once it is in place.
     #[serde(default)]
     pub delay_impl: Option<DelayImpl>,
@@ -374,6 +403,12 @@ impl State {
     }
     pub fn delay_log_path(name: &str) -> PathBuf {
         PathBuf::from(STATE_DIR).join(format!("{name}.delay.log"))
+    }
+    pub fn loss_stats_path(name: &str) -> PathBuf {
+        PathBuf::from(STATE_DIR).join(format!("{name}.loss.json"))
+    }
+    pub fn loss_log_path(name: &str) -> PathBuf {
+        PathBuf::from(STATE_DIR).join(format!("{name}.loss.log"))
     }
     pub fn load(name: &str) -> Option<State> {
         serde_json::from_slice(&std::fs::read(Self::path(name)).ok()?).ok()
@@ -427,12 +462,56 @@ enum DelayRunner {
     Process(u32),
 }
 
+/// Which of the testbed's TUN lines: the delay line or the loss line.
+#[derive(Clone, Copy, PartialEq)]
+enum LineKind {
+    Delay,
+    Loss,
+}
+
+/// Where a line runs: the router, the next hop its output is forwarded to, and the
+/// destination subnets routed through it.
+struct LineSite {
+    role: Role,
+    next_hop: &'static str,
+    subnets: Vec<&'static str>,
+}
+
+impl LineKind {
+    fn dev(self) -> &'static str {
+        match self {
+            LineKind::Delay => DELAY_DEV,
+            LineKind::Loss => LOSS_DEV,
+        }
+    }
+    fn table(self) -> u32 {
+        match self {
+            LineKind::Delay => DELAY_TABLE,
+            LineKind::Loss => LOSS_TABLE,
+        }
+    }
+    fn stats_path(self, name: &str) -> PathBuf {
+        match self {
+            LineKind::Delay => State::delay_stats_path(name),
+            LineKind::Loss => State::loss_stats_path(name),
+        }
+    }
+    fn log_path(self, name: &str) -> PathBuf {
+        match self {
+            LineKind::Delay => State::delay_log_path(name),
+            LineKind::Loss => State::loss_log_path(name),
+        }
+    }
+}
+
 /// A live testbed. Dropping an owned one tears it down: namespaces (and with them every veth and
 /// qdisc), the delay line, the state file.
 pub struct Testbed {
     name: String,
     config: TestbedConfig,
     delay: Option<DelayRunner>,
+    /// The loss line, if the config has loss.
+    loss: Option<DelayRunner>,
     /// What actually makes the delay (netem or the TUN line), once started.
     delay_used: Option<DelayImpl>,
     capacity: LinkCapacity,
@@ -475,6 +554,7 @@ impl Testbed {
             name: name.clone(),
             config,
             delay: None,
+            loss: None,
             owned: true,
         };
         let state = State {
@@ -482,6 +562,7 @@ impl Testbed {
             config: tb.config.clone(),
             owner_pid: Some(std::process::id()),
             delay_pid: None,
+            loss_pid: None,
             delay_impl: None,
             capacity: None,
             topology: None,
@@ -499,6 +580,7 @@ impl Testbed {
                 st.save()?;
             }
         }
+        let delay_mode = &delay_mode;
         if let Some(delay) = tb.config.delay {
             let netem = match tb.config.delay_impl {
                 DelayImpl::Tun => false,
@@ -511,7 +593,12 @@ impl Testbed {
             let used = if netem {
                 DelayImpl::Netem
             } else {
-                tb.start_delay(delay, delay_mode, state)?;
+                let params = LineParams {
+                    delay,
+                    ..Default::default()
+                };
+                let sites = tb.delay_sites();
+                tb.delay = Some(tb.start_line(LineKind::Delay, &sites, params, delay_mode)?);
                 DelayImpl::Tun
             };
             tb.delay_used = Some(used);
@@ -519,6 +606,15 @@ impl Testbed {
                 st.delay_impl = Some(used);
                 st.save()?;
             }
+        }
+        if let Some(loss) = tb.config.loss.clone() {
+            let params = LineParams {
+                delay: Duration::ZERO,
+                loss: Some(loss),
+                seed: tb.config.loss_seed,
+            };
+            let sites = tb.loss_sites();
+            tb.loss = Some(tb.start_line(LineKind::Loss, &sites, params, delay_mode)?);
         }
         Ok(tb)
     }
@@ -538,6 +634,7 @@ impl Testbed {
             name: name.into(),
             config: state.config,
             delay: None,
+            loss: None,
             owned: false,
         })
     }
@@ -689,15 +786,33 @@ impl Testbed {
         Ok(())
     }
 
-    /// The router that hosts the delay line and the subnets whose traffic it delays.
-    fn delay_sites(&self) -> Vec<(Role, &'static str, [&'static str; 2])> {
-        let reverse = (Role::R2, "198.18.0.1", ["198.18.1.0/24", "198.18.2.0/24"]);
-        let forward = (Role::R1, "198.18.0.2", ["198.18.3.0/24", "198.18.4.0/24"]);
+    /// The routers that host the delay line and the subnets whose traffic it delays.
+    fn delay_sites(&self) -> Vec<LineSite> {
+        let reverse = LineSite {
+            role: Role::R2,
+            next_hop: "198.18.0.1",
+            subnets: vec!["198.18.1.0/24", "198.18.2.0/24"],
+        };
+        let forward = LineSite {
+            role: Role::R1,
+            next_hop: "198.18.0.2",
+            subnets: vec![RCV_NET, "198.18.4.0/24"],
+        };
         match self.config.delay_dir {
             DelayDir::Reverse => vec![reverse],
             DelayDir::Forward => vec![forward],
             DelayDir::Both => vec![reverse, forward],
         }
+    }
+
+    /// The loss line: in r1, for the measured flow toward rcv only, before the bottleneck, so
+    /// a lost packet never loads the bottleneck and the ground truth (read after it) stays exact.
+    fn loss_sites(&self) -> Vec<LineSite> {
+        vec![LineSite {
+            role: Role::R1,
+            next_hop: "198.18.0.2",
+            subnets: vec![RCV_NET],
+        }]
     }
 
     /// Put `netem` in place; on failure remove what was added and say why.
@@ -727,40 +842,42 @@ impl Testbed {
         self.delay_used
     }
 
-    fn start_delay(
-        &mut self,
-        delay: Duration,
-        mode: DelayMode,
-        mut state: State,
-    ) -> Result<(), Error> {
-        let sites = self.delay_sites();
-        match &mode {
-            DelayMode::Thread => {
-                let line = DelayLine::start(
-                    sites.iter().map(|(r, ..)| self.ns(*r)).collect(),
-                    DELAY_DEV,
-                    delay,
-                )?;
-                self.delay = Some(DelayRunner::Thread(line));
-            }
+    /// Start a TUN line (thread or process) at `sites` and route the sites' subnets through
+    /// it; what comes out is looked up in the line's own table, which forwards normally.
+    fn start_line(
+        &self,
+        kind: LineKind,
+        sites: &[LineSite],
+        params: LineParams,
+        mode: &DelayMode,
+    ) -> Result<DelayRunner, Error> {
+        let dev = kind.dev();
+        let runner = match mode {
+            DelayMode::Thread => DelayRunner::Thread(DelayLine::start_with(
+                sites.iter().map(|s| self.ns(s.role)).collect(),
+                dev,
+                params.clone(),
+            )?),
             DelayMode::Process { program, args } => {
                 let mut cmd = std::process::Command::new(program);
                 cmd.args(args);
-                for (r, ..) in &sites {
-                    cmd.args(["--ns", &self.ns(*r)]);
+                for s in sites {
+                    cmd.args(["--ns", &self.ns(s.role)]);
                 }
-                cmd.args(["--delay-ns", &delay.as_nanos().to_string()]);
-                cmd.args([
-                    "--stats",
-                    &State::delay_stats_path(&self.name).to_string_lossy(),
-                ]);
+                cmd.args(["--delay-ns", &params.delay.as_nanos().to_string()]);
+                cmd.args(["--stats", &kind.stats_path(&self.name).to_string_lossy()]);
+                cmd.args(["--dev", dev]);
+                if let Some(m) = &params.loss {
+                    cmd.args(["--loss", &m.to_string()]);
+                    cmd.args(["--loss-seed", &params.seed.to_string()]);
+                }
                 // Its output goes to a log beside the state: an inherited pipe would keep
                 // whoever reads ours (a test, a script) waiting for the daemon to end.
-                let log = std::fs::File::create(State::delay_log_path(&self.name))
-                    .map_err(|e| Error::Setup(format!("create delay line log: {e}")))?;
+                let log = std::fs::File::create(kind.log_path(&self.name))
+                    .map_err(|e| Error::Setup(format!("create {dev} line log: {e}")))?;
                 let log2 = log
                     .try_clone()
-                    .map_err(|e| Error::Setup(format!("delay line log: {e}")))?;
+                    .map_err(|e| Error::Setup(format!("{dev} line log: {e}")))?;
                 cmd.stdin(std::process::Stdio::null())
                     .stdout(log)
                     .stderr(log2);
@@ -769,41 +886,53 @@ impl Testbed {
                 cmd.process_group(0);
                 let child = cmd
                     .spawn()
-                    .map_err(|e| Error::Setup(format!("start delay line {program:?}: {e}")))?;
-                self.delay = Some(DelayRunner::Process(child.id()));
-                state.delay_pid = Some(child.id());
+                    .map_err(|e| Error::Setup(format!("start {dev} line {program:?}: {e}")))?;
+                // Recorded at once, so teardown finds it whatever happens next.
+                let mut state = State::load(&self.name)
+                    .ok_or_else(|| Error::Setup(format!("state file of {} vanished", self.name)))?;
+                match kind {
+                    LineKind::Delay => state.delay_pid = Some(child.id()),
+                    LineKind::Loss => state.loss_pid = Some(child.id()),
+                }
                 state.save()?;
                 // Wait for its TUN devices to appear.
                 let deadline = std::time::Instant::now() + Duration::from_secs(5);
-                for (r, ..) in &sites {
-                    while netns::run("ip", &["-n", &self.ns(*r), "link", "show", DELAY_DEV])
-                        .is_err()
+                for s in sites {
+                    while netns::run("ip", &["-n", &self.ns(s.role), "link", "show", dev]).is_err()
                     {
                         if std::time::Instant::now() > deadline || !pid_alive(child.id()) {
-                            return Err(Error::Setup(
-                                "the delay line process did not create its TUN device".into(),
-                            ));
+                            return Err(Error::Setup(format!(
+                                "the {dev} line process did not create its TUN device (see {})",
+                                kind.log_path(&self.name).display()
+                            )));
                         }
                         std::thread::sleep(Duration::from_millis(10));
                     }
                 }
+                DelayRunner::Process(child.id())
             }
-        }
-        // Route the delayed subnets into the TUN; what comes back out of it is looked up in a
-        // table that forwards normally.
-        for (r, next_hop, subnets) in sites {
-            let mut s = format!(
-                "link set {DELAY_DEV} up\nrule add iif {DELAY_DEV} lookup {DELAY_TABLE} pref 100\n"
-            );
-            for net in subnets {
-                s.push_str(&format!(
-                    "route add {net} via {next_hop} table {DELAY_TABLE}\n"
-                ));
-                s.push_str(&format!("route replace {net} dev {DELAY_DEV}\n"));
+        };
+        // A forward TUN delay line in r1 comes after the loss line: the loss line hands rcv's
+        // packets to it rather than straight to r2.
+        let forward_delay_in_r1 = kind == LineKind::Loss
+            && self.delay_used == Some(DelayImpl::Tun)
+            && self.config.delay_dir != DelayDir::Reverse;
+        let table = kind.table();
+        for site in sites {
+            let mut s =
+                format!("link set {dev} txqueuelen {TUN_QUEUE_LEN} up\nrule add iif {dev} lookup {table} pref {table}\n");
+            for net in &site.subnets {
+                let onward = if forward_delay_in_r1 && site.role == Role::R1 {
+                    format!("dev {DELAY_DEV}")
+                } else {
+                    format!("via {}", site.next_hop)
+                };
+                s.push_str(&format!("route add {net} {onward} table {table}\n"));
+                s.push_str(&format!("route replace {net} dev {dev}\n"));
             }
-            ip_batch(&self.ns(r), &s)?;
+            ip_batch(&self.ns(site.role), &s)?;
         }
-        Ok(())
+        Ok(runner)
     }
 
     /// Statistics of the delay line so far, if it runs in this process or reports to a file.
@@ -811,6 +940,18 @@ impl Testbed {
         match &self.delay {
             Some(DelayRunner::Thread(line)) => Some(line.stats()),
             _ => std::fs::read(State::delay_stats_path(&self.name))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok()),
+        }
+    }
+
+    /// Statistics of the loss line so far (packets seen, lost, the achieved loss rate), if
+    /// the testbed has loss and the line runs in this process or reports to a file.
+    pub fn loss_stats(&self) -> Option<DelayStats> {
+        self.config.loss.as_ref()?;
+        match &self.loss {
+            Some(DelayRunner::Thread(line)) => Some(line.stats()),
+            _ => std::fs::read(State::loss_stats_path(&self.name))
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok()),
         }
@@ -826,9 +967,11 @@ impl Testbed {
 
     /// Leave the testbed standing after this process ends (`testbed up`); `teardown` removes it.
     pub fn persist(mut self) -> Result<(), Error> {
-        if let Some(DelayRunner::Thread(_)) = self.delay {
+        if matches!(self.delay, Some(DelayRunner::Thread(_)))
+            || matches!(self.loss, Some(DelayRunner::Thread(_)))
+        {
             return Err(Error::Setup(
-                "a delay line running as a thread cannot outlive its process".into(),
+                "a delay or loss line running as a thread cannot outlive its process".into(),
             ));
         }
         let mut state = State::load(&self.name)
@@ -847,6 +990,9 @@ impl Drop for Testbed {
         }
         // Threads in the namespaces keep them alive: stop the delay line first.
         if let Some(DelayRunner::Thread(line)) = self.delay.take() {
+            line.stop();
+        }
+        if let Some(DelayRunner::Thread(line)) = self.loss.take() {
             line.stop();
         }
         if let Err(e) = teardown(&self.name) {
@@ -870,7 +1016,8 @@ pub fn teardown(name: &str) -> Result<Removed, Error> {
     let mut removed = Removed::default();
     if let Some(state) = State::load(name) {
         let topo_pids = state.topology.iter().flat_map(|t| t.delay_pids.clone());
-        for pid in state.delay_pid.into_iter().chain(topo_pids) {
+        let pids = [state.delay_pid, state.loss_pid].into_iter().flatten();
+        for pid in pids.chain(topo_pids) {
             if stop_delay_process(pid, name) {
                 removed.processes.push(pid);
             }
@@ -885,18 +1032,20 @@ pub fn teardown(name: &str) -> Result<Removed, Error> {
     }
     removed.namespaces = doomed;
     removed.state_file = std::fs::remove_file(State::path(name)).is_ok();
-    // The delay lines' statistics and logs: NAME.delay.json, NAME.delay-3.log, ...
-    let own = format!("{name}.delay");
+    // The delay and loss lines' statistics and logs: NAME.delay.json, NAME.delay-3.log,
+    // NAME.loss.json, ...
+    let own = [format!("{name}.delay"), format!("{name}.loss")];
     for f in std::fs::read_dir(STATE_DIR).into_iter().flatten().flatten() {
-        if f.file_name().to_string_lossy().starts_with(&own) {
+        let file = f.file_name().to_string_lossy().into_owned();
+        if own.iter().any(|o| file.starts_with(o.as_str())) {
             let _ = std::fs::remove_file(f.path());
         }
     }
     Ok(removed)
 }
 
-/// SIGTERM, then SIGKILL, a delay line process — only if its command line says it is the
-/// delay line of this testbed (the pid may have been reused since).
+/// SIGTERM, then SIGKILL, a delay (or loss) line process — only if its command line says it is
+/// a line of this testbed (the pid may have been reused since).
 fn stop_delay_process(pid: u32, name: &str) -> bool {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let cmdline = String::from_utf8_lossy(&cmdline);
@@ -931,7 +1080,7 @@ pub fn list_testbeds() -> Vec<String> {
             d.filter_map(|e| {
                 let f = e.ok()?.file_name().into_string().ok()?;
                 let n = f.strip_suffix(".json")?;
-                // Testbed names have no '.': skip NAME.delay.json, NAME.tmp.json and the like.
+                // Testbed names have no '.': skip NAME.delay.json, NAME.loss.json, NAME.tmp.json.
                 (!n.contains('.')).then(|| n.to_string())
             })
             .collect()

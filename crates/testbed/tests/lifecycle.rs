@@ -35,7 +35,7 @@ fn assert_gone(name: &str) {
         .unwrap();
     let links = String::from_utf8_lossy(&links.stdout);
     assert!(
-        !links.contains("xsnd") && !links.contains("dly"),
+        !links.contains("xsnd") && !links.contains("dly") && !links.contains("lss"),
         "testbed link in the root namespace: {links}"
     );
 }
@@ -50,6 +50,7 @@ fn up_and_down_leave_nothing() {
             TestbedConfig {
                 delay: Some(Duration::from_millis(5)),
                 delay_dir: DelayDir::Both,
+                loss: Some(mgrp_testbed::LossModel::Random { p: 0.01 }),
                 ..Default::default()
             },
             DelayMode::Thread,

@@ -128,6 +128,7 @@ impl TopoTestbed {
             config: summary_config(&topo),
             owner_pid: Some(std::process::id()),
             delay_pid: None,
+            loss_pid: None,
             delay_impl: None,
             capacity: None,
             created_unix_s: now_unix_s(),
