@@ -11,8 +11,7 @@ use mgrp_testbed::truth::Bin;
 use mgrp_testbed::units::{fmt_rate, parse_bytes, parse_duration, parse_rate};
 use mgrp_testbed::{
     Buffer, CrossPattern, DelayDir, DelayImpl, DelayMode, LinkCapacity, LossModel, Role, Shaper,
-    Testbed,
-    TestbedConfig, TruthSampler,
+    Testbed, TestbedConfig, TruthSampler,
 };
 use serde::Serialize;
 use std::time::Duration;

@@ -267,6 +267,27 @@ impl Drop for DelayLine {
     }
 }
 
+/// The router decremented the TTL when it forwarded the packet into the TUN, and will again when
+/// it forwards what the line writes back: give one back, so a router with a delay (or loss)
+/// line still costs one hop and TTL expiry still happens at its own hop (traceroute through it
+/// would otherwise see the router twice). IPv4 only; the header checksum is updated
+/// incrementally (RFC 1624: the TTL is the high byte of the 16-bit word at offset 8).
+fn restore_ttl(pkt: &mut [u8]) {
+    if pkt.len() < 20 || pkt[0] >> 4 != 4 || pkt[8] == 255 {
+        return;
+    }
+    let old = u16::from_be_bytes([pkt[8], pkt[9]]);
+    pkt[8] += 1;
+    let new = u16::from_be_bytes([pkt[8], pkt[9]]);
+    let sum = u16::from_be_bytes([pkt[10], pkt[11]]);
+    // HC' = ~(~HC + ~m + m')
+    let mut acc = (!sum) as u32 + (!old) as u32 + new as u32;
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    pkt[10..12].copy_from_slice(&(!(acc as u16)).to_be_bytes());
+}
+
 fn open_tun(dev: &str) -> Result<Tun, Error> {
     Tun::open(dev).map_err(|e| Error::Setup(e.to_string()))
 }
@@ -344,6 +365,7 @@ fn run(
                 continue;
             }
             queued += buf.len();
+            restore_ttl(&mut buf);
             queue.push_back((now_ns() + delay_ns, buf));
         }
         // Release what is due. The delay is constant, so the queue is in due order.
@@ -401,6 +423,46 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The IPv4 header checksum computed from scratch.
+    fn checksum(h: &[u8]) -> u16 {
+        let mut acc: u32 = h
+            .chunks(2)
+            .enumerate()
+            .filter(|(i, _)| *i != 5)
+            .map(|(_, w)| u16::from_be_bytes([w[0], w[1]]) as u32)
+            .sum();
+        while acc > 0xffff {
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        !(acc as u16)
+    }
+
+    #[test]
+    fn ttl_given_back_with_a_valid_checksum() {
+        for ttl in [1u8, 2, 63, 64, 254] {
+            let mut h = [
+                0x45, 0, 0, 60, 0x12, 0x34, 0x40, 0, ttl, 17, 0, 0, 198, 18, 1, 2, 198, 18, 3, 2,
+            ];
+            let c = checksum(&h);
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            restore_ttl(&mut h);
+            assert_eq!(h[8], ttl + 1);
+            assert_eq!(
+                u16::from_be_bytes([h[10], h[11]]),
+                checksum(&h),
+                "ttl {ttl}"
+            );
+        }
+        // Not IPv4, too short, or already at the top: untouched.
+        let mut v6 = [0x60u8; 40];
+        restore_ttl(&mut v6);
+        assert_eq!(v6, [0x60u8; 40]);
+        let mut top = [0x45u8; 20];
+        top[8] = 255;
+        restore_ttl(&mut top);
+        assert_eq!(top[8], 255);
+    }
 
     #[test]
     fn tun_drop_counter() {

@@ -413,3 +413,59 @@ fn per_link_truth_access() {
     let _g = serial();
     per_link_truth("access");
 }
+
+/// A router with a delay and loss line on its link still costs one hop: TTL expiry happens at
+/// its own hop (the line gives back the TTL the extra pass through the router took), and the
+/// link loses what it was told to.
+#[test]
+fn a_lossy_delayed_link_keeps_hops_and_loses_its_share() {
+    let _g = serial();
+    let text = topo::source("chain3").unwrap().replace(
+        "a = \"r1\"\nb = \"r2\"\ncapacity = \"50mbit\"",
+        "a = \"r1\"\nb = \"r2\"\ncapacity = \"50mbit\"\ndelay = \"2ms\"\nloss = \"10%\"",
+    );
+    assert!(text.contains("loss = \"10%\""), "chain3 changed shape");
+    let tb = up_text(&text, "lossy", false);
+    let t = tb.topology();
+    let a = tb.ns_of("a").unwrap();
+    let b = SocketAddrV4::new(t.host_addr(t.index("b").unwrap()), 33434);
+    // Probes are lost too: send each TTL until it is answered (at most 20 tries).
+    for (ttl, r, toward) in [(1, "r1", "a"), (2, "r2", "r1"), (3, "r3", "r2")] {
+        let got = (0..20)
+            .map(|_| ttl_probes(&a, b, vec![ttl]))
+            .find(|g| !g.is_empty())
+            .expect("an answer in 20 tries");
+        assert_eq!(got.len(), 1, "TTL {ttl}: {got:?}");
+        assert_eq!(got[0].icmp_type, ICMP_TIME_EXCEEDED, "TTL {ttl}");
+        assert_eq!(got[0].offender, router_addr(&tb, r, toward), "TTL {ttl}");
+    }
+    // 20 Mbit/s of 1500-B packets for 2 s: ~3,300 packets cross the lossy line.
+    let link = (0..t.links.len())
+        .find(|&l| t.links[l].loss.is_some())
+        .unwrap();
+    let before = tb.line_stats(link).unwrap();
+    let ends = tb.endpoints(t.index("a").unwrap(), t.index("b").unwrap(), 6101);
+    let p = CrossPattern::parse("cbr:20mbit").unwrap();
+    let opts = GenOptions {
+        max_duration: Duration::from_secs(4),
+        ..Default::default()
+    };
+    let g = CrossTraffic::start_between(&ends, &p, &opts).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let r = g.stop().unwrap();
+    let after = tb.line_stats(link).unwrap();
+    let lost = 1.0 - r.received_packets as f64 / r.sent_packets as f64;
+    // Binomial: σ = sqrt(0.1 · 0.9 / n) ≈ 0.52% at n = 3,300; 4.5 σ either side.
+    let sigma = (0.1 * 0.9 / r.sent_packets as f64).sqrt();
+    assert!(
+        (lost - 0.1).abs() < 4.5 * sigma,
+        "lost {lost} of {} sent (σ {sigma})",
+        r.sent_packets
+    );
+    // The receiver's count and the line's agree (nothing else drops on this idle path).
+    assert_eq!(
+        after.lost - before.lost,
+        r.sent_packets - r.received_packets,
+        "{after:?}"
+    );
+}

@@ -3,7 +3,7 @@
 
 use super::spec::{IcmpRateLimit, LinkDir, NodeKind, Topology};
 use crate::capacity::{self, LinkCapacity, ShaperAt};
-use crate::delayline::DelayLine;
+use crate::delayline::{DelayLine, DelayStats, LineParams};
 use crate::generator::{CrossTraffic, Endpoints, GenOptions, BASE_PORT};
 use crate::netns::{self, ip_batch, sh_in};
 use crate::topology::{self, pid_alive, validate_name, DelayMode, State, TestbedConfig, NS_PREFIX};
@@ -80,7 +80,8 @@ pub struct TopoTestbed {
     name: String,
     topo: Topology,
     state: State,
-    delays: Vec<DelayRunner>,
+    /// Each delayed or lossy link's line, with the link's index.
+    delays: Vec<(usize, DelayRunner)>,
     owned: bool,
 }
 
@@ -249,11 +250,24 @@ impl TopoTestbed {
     pub fn delay_pids(&self) -> Vec<u32> {
         self.delays
             .iter()
-            .filter_map(|d| match d {
+            .filter_map(|(_, d)| match d {
                 DelayRunner::Process(p) => Some(*p),
                 DelayRunner::Thread(_) => None,
             })
             .collect()
+    }
+
+    /// What the line of link `link` did so far (packets held, lost, lateness), if it has one
+    /// that runs in this process or reports to its statistics file.
+    pub fn line_stats(&self, link: usize) -> Option<DelayStats> {
+        match self.delays.iter().find(|(l, _)| *l == link)? {
+            (_, DelayRunner::Thread(line)) => Some(line.stats()),
+            (_, DelayRunner::Process(_)) => {
+                let f = std::path::PathBuf::from(topology::STATE_DIR)
+                    .join(format!("{}.delay-{link}.json", self.name));
+                serde_json::from_slice(&std::fs::read(f).ok()?).ok()
+            }
+        }
     }
 
     /// Leave the testbed standing after this process ends (`testbed up`).
@@ -261,7 +275,7 @@ impl TopoTestbed {
         if self
             .delays
             .iter()
-            .any(|d| matches!(d, DelayRunner::Thread(_)))
+            .any(|(_, d)| matches!(d, DelayRunner::Thread(_)))
         {
             return Err(Error::Setup(
                 "a delay line running as a thread cannot outlive its process".into(),
@@ -402,17 +416,26 @@ impl TopoTestbed {
     /// routed into the TUN; what comes out is looked up in a table that forwards normally.
     fn start_delays(&mut self, mode: &DelayMode) -> Result<(), Error> {
         for (i, l) in self.topo.links.iter().enumerate() {
-            let Some(delay) = l.delay else { continue };
+            if l.delay.is_none() && l.loss.is_none() {
+                continue;
+            }
+            // Loss and delay share the link's line; each lossy link its own seed.
+            let params = LineParams {
+                delay: l.delay.unwrap_or_default(),
+                loss: l.loss.clone(),
+                seed: 1 + i as u64,
+            };
             let r = self.topo.delay_end(i);
             let (ns, tun) = (self.ns(r), format!("dly-{i}"));
             match mode {
                 DelayMode::Thread => {
-                    let line = DelayLine::start(vec![ns.clone()], &tun, delay)?;
-                    self.delays.push(DelayRunner::Thread(line));
+                    let line = DelayLine::start_with(vec![ns.clone()], &tun, params)?;
+                    self.delays.push((i, DelayRunner::Thread(line)));
                 }
                 DelayMode::Process { program, args } => {
-                    let pid = spawn_delay_process(program, args, &ns, &tun, delay, &self.name, i)?;
-                    self.delays.push(DelayRunner::Process(pid));
+                    let pid =
+                        spawn_delay_process(program, args, &ns, &tun, &params, &self.name, i)?;
+                    self.delays.push((i, DelayRunner::Process(pid)));
                     if let Some(t) = self.state.topology.as_mut() {
                         t.delay_pids.push(pid);
                     }
@@ -432,7 +455,7 @@ impl Drop for TopoTestbed {
             return;
         }
         // Threads in the namespaces keep them alive: stop the delay lines first.
-        for d in self.delays.drain(..) {
+        for (_, d) in self.delays.drain(..) {
             if let DelayRunner::Thread(line) = d {
                 line.stop();
             }
@@ -529,7 +552,7 @@ fn spawn_delay_process(
     args: &[String],
     ns: &str,
     tun: &str,
-    delay: Duration,
+    params: &LineParams,
     name: &str,
     link: usize,
 ) -> Result<u32, Error> {
@@ -541,10 +564,15 @@ fn spawn_delay_process(
     let log2 = log
         .try_clone()
         .map_err(|e| Error::Setup(format!("delay line log: {e}")))?;
-    let child = std::process::Command::new(program)
-        .args(args)
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args)
         .args(["--ns", ns, "--dev", tun])
-        .args(["--delay-ns", &delay.as_nanos().to_string()])
+        .args(["--delay-ns", &params.delay.as_nanos().to_string()]);
+    if let Some(m) = &params.loss {
+        cmd.args(["--loss", &m.to_string()])
+            .args(["--loss-seed", &params.seed.to_string()]);
+    }
+    let child = cmd
         .arg("--stats")
         .arg(&stats)
         .stdin(std::process::Stdio::null())

@@ -30,6 +30,7 @@
 //! Routes are computed on a tree, so cycles are refused. Each link gets its own /24 from
 //! 198.18.0.0/15 in file order (link i: 198.18.0.0 + i·256, `a` = .1, `b` = .2).
 
+use crate::loss::LossModel;
 use crate::pattern::CrossPattern;
 use crate::topology::{Buffer, Shaper, TestbedConfig};
 use crate::units::{parse_duration, parse_rate};
@@ -156,6 +157,8 @@ pub struct Link {
     /// One-way delay on the egress of the router end (a's when both ends are routers).
     #[serde(with = "opt_secs")]
     pub delay: Option<Duration>,
+    /// Packet loss on the same egress, before the delay (the same TUN line applies both).
+    pub loss: Option<LossModel>,
 }
 
 mod opt_secs {
@@ -523,12 +526,19 @@ fn parse_link(
     nodes: &[Node],
 ) -> Result<Link, Error> {
     let err = |m: String| bad(format!("{what}: {m}"));
-    if let Some(loss) = &l.loss {
-        parse_loss(loss).map_err(err)?;
-        return Err(err(
-            "loss on topology links needs the delay line's loss model".into(),
-        ));
-    }
+    let loss = match &l.loss {
+        Some(m) => {
+            let m = LossModel::parse(m).map_err(|e| err(e.to_string()))?;
+            if nodes[a].kind == NodeKind::Host && nodes[b].kind == NodeKind::Host {
+                return Err(err(
+                    "loss needs a router end (the loss line runs in a router); both ends are hosts"
+                        .into(),
+                ));
+            }
+            Some(m)
+        }
+        None => None,
+    };
     let delay = match &l.delay {
         Some(d) => {
             let d = parse_duration(d).map_err(|e| err(e.to_string()))?;
@@ -563,6 +573,7 @@ fn parse_link(
             b,
             shaping: None,
             delay,
+            loss,
         });
     };
     let capacity_bps = parse_rate(cap).map_err(|e| err(e.to_string()))?;
@@ -612,21 +623,8 @@ fn parse_link(
             b_to_a,
         }),
         delay,
+        loss,
     })
-}
-
-/// A loss probability: `1%` or a fraction `0.01`, in [0, 1].
-pub fn parse_loss(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => t.parse::<f64>(),
-    }
-    .map_err(|_| format!("bad loss {s:?}: use a percentage (1%) or a fraction (0.01)"))?;
-    if !(0.0..=1.0).contains(&v) {
-        return Err(format!("bad loss {s:?}: must be between 0% and 100%"));
-    }
-    Ok(v)
 }
 
 fn path_between(n: usize, links: &[Link], from: usize, to: usize) -> Option<Vec<usize>> {
@@ -821,11 +819,12 @@ mod tests {
                 "unknown shaper \"cake\"",
             ),
             (small("capacity = \"1mbit\"\ndir = \"up\""), "dir \"up\""),
+            (small("loss = \"150%\""), "link #1 (a — r): "),
+            (small("loss = \"ge:p=2\""), "link #1 (a — r): "),
             (
-                small("loss = \"1%\""),
-                "link #1 (a — r): loss on topology links needs the delay line's loss model",
+                nodes(&[("a", "host"), ("b", "host")]) + &link("a", "b", "loss = \"1%\""),
+                "loss needs a router end",
             ),
-            (small("loss = \"150%\""), "must be between"),
             (small("delay = \"20s\""), "above 10 s"),
             (
                 nodes(&[("a", "host"), ("b", "host")]) + &link("a", "b", "delay = \"5ms\""),
@@ -907,10 +906,14 @@ mod tests {
     }
 
     #[test]
-    fn loss_strings() {
-        assert_eq!(parse_loss("1%").unwrap(), 0.01);
-        assert_eq!(parse_loss("0.5").unwrap(), 0.5);
-        assert!(parse_loss("-1%").is_err());
-        assert!(parse_loss("some").is_err());
+    fn loss_goes_on_the_router_end_with_the_delay() {
+        let t = Topology::parse(&small("loss = \"1%\"\ndelay = \"5ms\"")).unwrap();
+        assert_eq!(t.links[0].loss, Some(LossModel::Random { p: 0.01 }));
+        assert_eq!(t.nodes[t.delay_end(0)].name, "r");
+        let ge = Topology::parse(&small("loss = \"ge:p=1%,r=25%\"")).unwrap();
+        assert!(matches!(
+            ge.links[0].loss,
+            Some(LossModel::GilbertElliott { .. })
+        ));
     }
 }
