@@ -159,7 +159,7 @@ pub fn run(b: CapacityBench) -> Result<()> {
                 )?));
                 cell.tcp_flow_mbit.push(mbit(capacity::saturating_flow(
                     &tb,
-                    "tcp:1",
+                    "tcp:4",
                     FLOW_PORT,
                     b.flow_secs,
                 )?));

@@ -361,6 +361,11 @@ fn loss_summary(d: &DelayStats) -> String {
 /// "configured 100 Mbit/s, measured 96.2 Mbit/s (−3.8%)", with a warning past 2%.
 pub fn describe_capacity(c: &LinkCapacity) -> String {
     match c.measured_bps {
+        None if c.flood_too_slow => format!(
+            "configured {} (not measured: a flood from this host cannot backlog it, so it is not \
+             the path's bottleneck; the truth uses the configured rate)",
+            fmt_rate(c.configured_bps)
+        ),
         None => format!(
             "configured {} (not measured: the truth trusts it)",
             fmt_rate(c.configured_bps)

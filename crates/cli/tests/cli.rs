@@ -2,29 +2,11 @@
 //! crash.
 
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const MGRP: &str = env!("CARGO_BIN_EXE_mgrp");
-
-fn mgrp(args: &[&str]) -> Output {
-    Command::new(MGRP).args(args).output().expect("run mgrp")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn namespaces_of(name: &str) -> Vec<String> {
-    let prefix = format!("mgrp-{name}-");
-    std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default()
-}
+mod common;
+use common::{mgrp, namespaces_of, stderr, MGRP};
 
 #[test]
 fn bad_input_is_a_clear_error() {

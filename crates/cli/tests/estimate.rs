@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 mod common;
-use common::{AgentProc, KEY, MGRP};
+use common::{stderr, AgentProc, KEY, MGRP};
 
 const OTHER_KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
@@ -20,10 +20,6 @@ fn estimate(tb: &Testbed, args: &[&str], key: Option<&str>) -> Output {
         None => c.env_remove("MGRP_KEY"),
     };
     c.output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn testbed(mbit: u64) -> Testbed {

@@ -6,11 +6,8 @@ use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-const MGRP: &str = env!("CARGO_BIN_EXE_mgrp");
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{stderr, MGRP};
 
 fn passive(args: &[&str]) -> Output {
     Command::new(MGRP)

@@ -1,31 +1,7 @@
 //! `mgrp testbed up|run|status|down --topology` as a user runs them.
 
-use std::process::{Command, Output};
-
-const MGRP: &str = env!("CARGO_BIN_EXE_mgrp");
-
-fn mgrp(args: &[&str]) -> Output {
-    Command::new(MGRP).args(args).output().expect("run mgrp")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Namespaces `mgrp-NAME-NODE` of exactly this instance (node names have no '-').
-fn namespaces_of(name: &str) -> Vec<String> {
-    let prefix = format!("mgrp-{name}-");
-    std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|n| {
-                    n.strip_prefix(&prefix)
-                        .is_some_and(|node| !node.contains('-'))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
+mod common;
+use common::{mgrp, namespaces_of, stderr};
 
 fn running(pid: u64) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();

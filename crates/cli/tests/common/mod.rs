@@ -4,13 +4,38 @@
 
 use mgrp_testbed::{Role, Testbed};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const MGRP: &str = env!("CARGO_BIN_EXE_mgrp");
 pub const KEY: &str = "6d6772702d746573742d6b65792d3132333435363738393031323334353637";
 /// The HTTP API's port in the test configurations (inside a namespace: always free there).
 pub const HTTP_PORT: u16 = 7241;
+
+/// Run `mgrp` with `args` in this namespace and wait for it.
+pub fn mgrp(args: &[&str]) -> Output {
+    Command::new(MGRP).args(args).output().expect("run mgrp")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Namespaces `mgrp-NAME-NODE` of exactly this instance (node names have no '-', so
+/// `mgrp-lab-2-a` belongs to `lab-2`, not to `lab`).
+pub fn namespaces_of(name: &str) -> Vec<String> {
+    let prefix = format!("mgrp-{name}-");
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| {
+                    n.strip_prefix(&prefix)
+                        .is_some_and(|node| !node.contains('-'))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// An `mgrp agent` process in a namespace, ended (by pid) on drop; its stdout goes to a file if
 /// one is given.
