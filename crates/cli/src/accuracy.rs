@@ -6,15 +6,11 @@ use crate::say;
 use anyhow::{anyhow, bail, Result};
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
-use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::Estimate;
 use mgrp_testbed::generator::CrossTraffic;
-use mgrp_testbed::netns::spawn_in;
-use mgrp_testbed::{CrossPattern, DelayMode, Role, Testbed, TestbedConfig, TruthSampler};
+use mgrp_testbed::{CrossPattern, DelayMode, Testbed, TestbedConfig, TruthSampler};
 use serde::Serialize;
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One estimator run, timed on CLOCK_MONOTONIC.
@@ -64,68 +60,47 @@ fn pattern(kind: &str, load: u32, c: f64) -> Result<Option<CrossPattern>> {
     Ok(Some(CrossPattern::parse(&spec)?))
 }
 
-/// Requests (method names) to the worker, and its outcomes.
-type WorkerChannels = (Sender<String>, Receiver<Result<Outcome, String>>);
-
-/// A worker in snd that runs one method per request over a session to the agent in rcv.
-fn worker(tb: &Testbed, key: Key) -> Result<WorkerChannels> {
-    let (jobs_tx, jobs) = channel::<String>();
-    let (tx, results) = channel();
-    let listen: std::net::SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse()?;
-    spawn_in(&tb.ns(Role::Snd), "bench-estimator", move || {
-        let run = |method: &str, s: &mut Session| -> Result<Outcome, String> {
-            let e = |e: mgrp_engine::Error| e.to_string();
-            let start_ns = mgrp_clock::now_ns();
-            let deadline = Instant::now() + Duration::from_secs(40);
-            let method = Method::parse(method)?;
-            // Methods that need the capacity measure it first, as `mgrp estimate` does; `auto`
-            // measures its own and is timed from its start.
-            let (capacity, cbytes) = if method.needs_capacity() {
-                let mut cap = Method::capacity_estimator();
-                let c = run_estimator(s, &mut cap, deadline, || false, |_| {})
-                    .map_err(e)?
-                    .ok_or("no capacity estimate")?;
-                (Some(c.value_bps), c.quality.probe_bytes)
-            } else {
-                (None, 0)
-            };
-            let method_start_ns = mgrp_clock::now_ns();
-            let mut est = method.build(capacity)?;
-            let mut first_ns = None;
-            let out = run_estimator(
-                s,
-                est.as_mut(),
-                deadline,
-                || false,
-                |p| {
-                    if p.estimate.is_some() && first_ns.is_none() {
-                        first_ns = Some(mgrp_clock::now_ns());
-                    }
-                },
-            )
-            .map_err(e)?;
-            let bytes = cbytes + out.as_ref().map_or(0, |o| o.quality.probe_bytes);
-            Ok(Outcome {
-                estimate: out,
-                start_ns,
-                method_start_ns,
-                first_ns,
-                end_ns: mgrp_clock::now_ns(),
-                bytes,
-            })
-        };
-        let pacer =
-            Arc::new(Pacer::spawn().map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))?);
-        let mut s = Session::connect(listen, &key, pacer, Duration::from_secs(3))
-            .map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))?;
-        for method in jobs {
-            if tx.send(run(&method, &mut s)).is_err() {
-                break;
+/// One method run over the session, as `mgrp estimate` runs it.
+fn run_method(method: &str, s: &mut Session) -> Result<Outcome, String> {
+    let e = |e: mgrp_engine::Error| e.to_string();
+    let start_ns = mgrp_clock::now_ns();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let method = Method::parse(method)?;
+    // Methods that need the capacity measure it first, as `mgrp estimate` does; `auto`
+    // measures its own and is timed from its start.
+    let (capacity, cbytes) = if method.needs_capacity() {
+        let mut cap = Method::capacity_estimator();
+        let c = run_estimator(s, &mut cap, deadline, || false, |_| {})
+            .map_err(e)?
+            .ok_or("no capacity estimate")?;
+        (Some(c.value_bps), c.quality.probe_bytes)
+    } else {
+        (None, 0)
+    };
+    let method_start_ns = mgrp_clock::now_ns();
+    let mut est = method.build(capacity)?;
+    let mut first_ns = None;
+    let out = run_estimator(
+        s,
+        est.as_mut(),
+        deadline,
+        || false,
+        |p| {
+            if p.estimate.is_some() && first_ns.is_none() {
+                first_ns = Some(mgrp_clock::now_ns());
             }
-        }
-        Ok(())
-    })?;
-    Ok((jobs_tx, results))
+        },
+    )
+    .map_err(e)?;
+    let bytes = cbytes + out.as_ref().map_or(0, |o| o.quality.probe_bytes);
+    Ok(Outcome {
+        estimate: out,
+        start_ns,
+        method_start_ns,
+        first_ns,
+        end_ns: mgrp_clock::now_ns(),
+        bytes,
+    })
 }
 
 pub fn run(b: AccuracyBench) -> Result<()> {
@@ -152,7 +127,12 @@ pub fn run(b: AccuracyBench) -> Result<()> {
         )?;
         let key = Key::random();
         let (_agent, _) = crate::live_estimate::agent_at_rcv(&tb, &key)?;
-        let (jobs, results) = worker(&tb, key)?;
+        let (jobs, results) = crate::live_estimate::session_worker(
+            &tb,
+            key,
+            "bench-estimator",
+            |method: String, s: &mut Session| run_method(&method, s),
+        )?;
         // Cells: the idle path once, UDP kinds at each non-zero load, TCP once.
         let mut cells: Vec<(String, Option<u32>)> = Vec::new();
         if b.loads.contains(&0) {

@@ -6,15 +6,11 @@ use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
-use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
 use mgrp_testbed::capacity;
-use mgrp_testbed::netns::spawn_in;
-use mgrp_testbed::{DelayMode, Role, Shaper, Testbed, TestbedConfig};
+use mgrp_testbed::{DelayMode, Shaper, Testbed, TestbedConfig};
 use serde::Serialize;
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Args)]
@@ -61,35 +57,17 @@ struct EstimateRow {
     mbit: Vec<f64>,
 }
 
-/// A worker in snd that runs one capacity estimate (6 trains of `probes`) per request.
-type Worker = (Sender<usize>, Receiver<Result<f64, String>>);
-
-fn worker(tb: &Testbed, key: Key) -> Result<Worker> {
-    let (jobs_tx, jobs) = channel::<usize>();
-    let (tx, results) = channel();
-    let listen: std::net::SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse()?;
-    spawn_in(&tb.ns(Role::Snd), "bench-capacity", move || {
-        let pacer =
-            Arc::new(Pacer::spawn().map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))?);
-        let mut s = Session::connect(listen, &key, pacer, Duration::from_secs(3))
-            .map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))?;
-        for probes in jobs {
-            let mut est = CapacityEstimator::new(CapacityParams {
-                trains: 6,
-                probes,
-                ..CapacityParams::default()
-            });
-            let deadline = Instant::now() + Duration::from_secs(20);
-            let r = run_estimator(&mut s, &mut est, deadline, || false, |_| {})
-                .map_err(|e| e.to_string())
-                .and_then(|o| o.map(|e| e.value_bps).ok_or_else(|| "no estimate".into()));
-            if tx.send(r).is_err() {
-                break;
-            }
-        }
-        Ok(())
-    })?;
-    Ok((jobs_tx, results))
+/// One capacity estimate of 6 trains of `probes` over the session.
+fn estimate_capacity(probes: usize, s: &mut Session) -> Result<f64, String> {
+    let mut est = CapacityEstimator::new(CapacityParams {
+        trains: 6,
+        probes,
+        ..CapacityParams::default()
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    run_estimator(s, &mut est, deadline, || false, |_| {})
+        .map_err(|e| e.to_string())
+        .and_then(|o| o.map(|e| e.value_bps).ok_or_else(|| "no estimate".into()))
 }
 
 pub fn run(b: CapacityBench) -> Result<()> {
@@ -121,7 +99,12 @@ pub fn run(b: CapacityBench) -> Result<()> {
             )?;
             let key = Key::random();
             let (_agent, _) = crate::live_estimate::agent_at_rcv(&tb, &key)?;
-            let (jobs, results) = worker(&tb, key)?;
+            let (jobs, results) = crate::live_estimate::session_worker(
+                &tb,
+                key,
+                "bench-capacity",
+                estimate_capacity,
+            )?;
             let mut cell = Cell {
                 shaper: sh.clone(),
                 configured_mbit: cap,

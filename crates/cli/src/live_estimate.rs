@@ -15,7 +15,7 @@ use mgrp_testbed::{Role, Testbed};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -56,6 +56,36 @@ pub fn agent_at_rcv(tb: &Testbed, key: &Key) -> Result<(Agent, SocketAddr)> {
     .join()
     .map_err(|_| anyhow!("agent thread panicked"))??;
     Ok((agent, listen))
+}
+
+/// A worker in snd with one session to the agent at rcv (see [`agent_at_rcv`]): each job sent
+/// to it is answered with `f(job, session)`, in order, until the job channel closes.
+pub fn session_worker<J, R>(
+    tb: &Testbed,
+    key: Key,
+    name: &str,
+    mut f: impl FnMut(J, &mut Session) -> R + Send + 'static,
+) -> Result<(Sender<J>, Receiver<R>)>
+where
+    J: Send + 'static,
+    R: Send + 'static,
+{
+    let (jobs_tx, jobs) = channel::<J>();
+    let (tx, results) = channel();
+    let listen: SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse()?;
+    spawn_in(&tb.ns(Role::Snd), name, move || {
+        let pacer =
+            Arc::new(Pacer::spawn().map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))?);
+        let mut s = Session::connect(listen, &key, pacer, Duration::from_secs(3))
+            .map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))?;
+        for job in jobs {
+            if tx.send(f(job, &mut s)).is_err() {
+                break;
+            }
+        }
+        Ok(())
+    })?;
+    Ok((jobs_tx, results))
 }
 
 pub struct LiveEstimates {

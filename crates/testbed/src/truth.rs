@@ -170,11 +170,86 @@ impl Truth {
     }
 }
 
-/// Reads the counters of a testbed on a fixed period in a background thread.
-pub struct TruthSampler {
+/// A thread that takes a sample every `interval` until stopped, keeping the last
+/// [`MAX_SAMPLES`]: the ground-truth samplers of the default path and of topologies.
+pub(crate) struct Periodic<S> {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<(), Error>>>,
-    samples: Arc<Mutex<Vec<Sample>>>,
+    samples: Arc<Mutex<Vec<S>>>,
+}
+
+impl<S: Clone + Send + 'static> Periodic<S> {
+    /// `first` was taken at `first_ns`; the next samples come from `take` every `interval`.
+    pub(crate) fn start(
+        name: &str,
+        first: S,
+        first_ns: u64,
+        interval: Duration,
+        mut take: impl FnMut() -> Result<S, Error> + Send + 'static,
+    ) -> Result<Self, Error> {
+        if interval < Duration::from_millis(1) {
+            return Err(Error::BadInput(
+                "sampling interval must be at least 1ms".into(),
+            ));
+        }
+        let samples = Arc::new(Mutex::new(vec![first]));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stop2, samples2) = (stop.clone(), samples.clone());
+        let step = interval.as_nanos() as u64;
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                crate::clock::tighten_timer_slack();
+                crate::clock::cpu::avoid_pacer_cpu();
+                let mut next = first_ns + step;
+                while !stop2.load(Ordering::Relaxed) {
+                    crate::clock::sleep_until(next);
+                    next += step;
+                    let s = take()?;
+                    let mut v = samples2.lock().expect("sampler lock");
+                    if v.len() >= MAX_SAMPLES {
+                        v.drain(..MAX_SAMPLES / 10);
+                    }
+                    v.push(s);
+                }
+                Ok(())
+            })
+            .map_err(|e| Error::Counters(format!("spawn sampler: {e}")))?;
+        Ok(Periodic {
+            stop,
+            thread: Some(thread),
+            samples,
+        })
+    }
+
+    pub(crate) fn samples(&self) -> Vec<S> {
+        self.samples.lock().expect("sampler lock").clone()
+    }
+
+    /// Stop sampling; the error that ended it early, if one did.
+    pub(crate) fn finish(&mut self) -> Result<(), Error> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take() {
+            Some(h) => h
+                .join()
+                .map_err(|_| Error::Counters("sampler panicked".into()))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl<S> Drop for Periodic<S> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.thread.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Reads the counters of a testbed on a fixed period in a background thread.
+pub struct TruthSampler {
+    periodic: Periodic<Sample>,
     capacity: crate::capacity::LinkCapacity,
     origin_ns: u64,
 }
@@ -246,40 +321,13 @@ impl TruthSampler {
     /// Start sampling every `interval`; the first sample is taken before this returns and is the
     /// origin of the series.
     pub fn start(tb: &Testbed, interval: Duration) -> Result<TruthSampler, Error> {
-        if interval < Duration::from_millis(1) {
-            return Err(Error::BadInput(
-                "sampling interval must be at least 1ms".into(),
-            ));
-        }
         let mut counters = CounterSet::open(tb)?;
         let first = counters.sample()?;
-        let samples = Arc::new(Mutex::new(vec![first]));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (stop2, samples2) = (stop.clone(), samples.clone());
-        let step = interval.as_nanos() as u64;
-        let thread = std::thread::Builder::new()
-            .name("truth".into())
-            .spawn(move || {
-                crate::clock::tighten_timer_slack();
-                crate::clock::cpu::avoid_pacer_cpu();
-                let mut next = first.t_ns + step;
-                while !stop2.load(Ordering::Relaxed) {
-                    crate::clock::sleep_until(next);
-                    next += step;
-                    let s = counters.sample()?;
-                    let mut v = samples2.lock().expect("sampler lock");
-                    if v.len() >= MAX_SAMPLES {
-                        v.drain(..MAX_SAMPLES / 10);
-                    }
-                    v.push(s);
-                }
-                Ok(())
-            })
-            .map_err(|e| Error::Counters(format!("spawn sampler: {e}")))?;
+        let periodic = Periodic::start("truth", first, first.t_ns, interval, move || {
+            counters.sample()
+        })?;
         Ok(TruthSampler {
-            stop,
-            thread: Some(thread),
-            samples,
+            periodic,
             capacity: tb.capacity(),
             origin_ns: first.t_ns,
         })
@@ -291,27 +339,14 @@ impl TruthSampler {
             capacity_bps: self.capacity.bps(),
             configured_capacity_bps: self.capacity.configured_bps,
             origin_ns: self.origin_ns,
-            samples: self.samples.lock().expect("sampler lock").clone(),
+            samples: self.periodic.samples(),
         }
     }
 
     /// Stop sampling; the final truth, or the error that ended sampling early.
     pub fn stop(mut self) -> Result<Truth, Error> {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.thread.take() {
-            h.join()
-                .map_err(|_| Error::Counters("sampler panicked".into()))??;
-        }
+        self.periodic.finish()?;
         Ok(self.truth())
-    }
-}
-
-impl Drop for TruthSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.thread.take() {
-            let _ = h.join();
-        }
     }
 }
 

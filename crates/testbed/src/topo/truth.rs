@@ -10,16 +10,11 @@ use super::build::{fg_counter_dev, TopoTestbed};
 use super::spec::LinkDir;
 use crate::capacity::{drain_rate, Drain, QueueSample};
 use crate::counters::NetlinkStats;
+use crate::truth::Periodic;
 use crate::Error;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
-
-/// A sampler keeps at most this many samples (a day at 100 ms); older ones are dropped.
-pub const MAX_SAMPLES: usize = 864_000;
 
 /// Cumulative counters of one shaped direction at one instant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -313,9 +308,7 @@ pub fn dir_infos(tb: &TopoTestbed) -> Vec<DirInfo> {
 
 /// Reads a topology's counters on a fixed period in a background thread.
 pub struct TopoTruthSampler {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<(), Error>>>,
-    samples: Arc<Mutex<Vec<TopoSample>>>,
+    periodic: Periodic<TopoSample>,
     links: Vec<DirInfo>,
     origin_ns: u64,
 }
@@ -324,40 +317,14 @@ impl TopoTruthSampler {
     /// Start sampling every `interval`; the first sample, taken before this returns, is the
     /// origin of the series.
     pub fn start(tb: &TopoTestbed, interval: Duration) -> Result<Self, Error> {
-        if interval < Duration::from_millis(1) {
-            return Err(Error::BadInput(
-                "sampling interval must be at least 1ms".into(),
-            ));
-        }
         let mut counters = TopoCounters::open(tb)?;
         let first = counters.sample()?;
         let origin_ns = first.t_ns;
-        let samples = Arc::new(Mutex::new(vec![first]));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (stop2, samples2) = (stop.clone(), samples.clone());
-        let step = interval.as_nanos() as u64;
-        let thread = std::thread::Builder::new()
-            .name("topo-truth".into())
-            .spawn(move || {
-                crate::clock::tighten_timer_slack();
-                let mut next = origin_ns + step;
-                while !stop2.load(Ordering::Relaxed) {
-                    crate::clock::sleep_until(next);
-                    next += step;
-                    let s = counters.sample()?;
-                    let mut v = samples2.lock().expect("sampler lock");
-                    if v.len() >= MAX_SAMPLES {
-                        v.drain(..MAX_SAMPLES / 10);
-                    }
-                    v.push(s);
-                }
-                Ok(())
-            })
-            .map_err(|e| Error::Counters(format!("spawn sampler: {e}")))?;
+        let periodic = Periodic::start("topo-truth", first, origin_ns, interval, move || {
+            counters.sample()
+        })?;
         Ok(TopoTruthSampler {
-            stop,
-            thread: Some(thread),
-            samples,
+            periodic,
             links: dir_infos(tb),
             origin_ns,
         })
@@ -368,27 +335,14 @@ impl TopoTruthSampler {
         TopoTruth {
             links: self.links.clone(),
             origin_ns: self.origin_ns,
-            samples: self.samples.lock().expect("sampler lock").clone(),
+            samples: self.periodic.samples(),
         }
     }
 
     /// Stop sampling; the final truth, or the error that ended sampling early.
     pub fn stop(mut self) -> Result<TopoTruth, Error> {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.thread.take() {
-            h.join()
-                .map_err(|_| Error::Counters("sampler panicked".into()))??;
-        }
+        self.periodic.finish()?;
         Ok(self.truth())
-    }
-}
-
-impl Drop for TopoTruthSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.thread.take() {
-            let _ = h.join();
-        }
     }
 }
 
