@@ -58,15 +58,20 @@ def test_estimate_is_plausible(warm: Live):
 
 def test_on_demand_estimate_is_newer_than_the_request(warm: Live):
     c = warm.client()
+    # The bound is max_age at the time of asking: an estimate the schedule finished less than
+    # 1 ms before the request is fresh enough and is answered as it is (a race CI once hit:
+    # 0.64 ms before). Anything older than that must have been measured anew.
+    max_age_ns = 1_000_000
     asked = time.time_ns()
     t0 = time.monotonic()
     r = c.estimate(peer=PEER, max_age="1ms", wait="15s")
-    assert r.t_ns >= asked, (r, asked)
+    assert r.t_ns >= asked - max_age_ns, (r, asked)
     assert r.metric == "avail_bw" and r.low <= r.value <= r.high, r
     assert time.monotonic() - t0 < 15
     # A timedelta / seconds work as the bound too.
     asked = time.time_ns()
-    assert c.estimate(peer=PEER, max_age=dt.timedelta(milliseconds=1), wait=15).t_ns >= asked
+    r = c.estimate(peer=PEER, max_age=dt.timedelta(milliseconds=1), wait=15)
+    assert r.t_ns >= asked - max_age_ns, (r, asked)
 
 
 def test_history_and_records_as_dataframes(warm: Live):
