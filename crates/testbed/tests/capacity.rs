@@ -28,13 +28,17 @@ fn measured_capacity_is_what_a_saturating_flow_gets() {
         // Each flow against the floods on either side of it, plus half of what those two floods
         // disagree by (the shaper's real rate moves with the machine's load). Bounds from 10 runs
         // of `mgrp bench capacity` (HTB and TBF, docs/results/capacity.md), flow / floods:
-        // - UDP: 0.997-1.004 at 20 Mbit/s and 0.995-1.006 at 200: the 1%. At 100 Mbit/s
-        //   0.982-0.995 (the flood, offered 1.5 × C, keeps the CPUs busier than the flow's
-        //   1.25 × C, and this VM's shaper drains more when they are busy): 2% there.
-        // - TCP: 0.999-1.003 at 20 Mbit/s: 1%. At 100 and 200 Mbit/s four flows' own CPU work
-        //   (ACKs, no offloads) slows the shaper and the flows are CPU-bound (0.93-0.99): they
+        // - UDP: 0.996-1.001 at 20 Mbit/s: the 1%. 0.984-1.023 at 100 and 0.989-1.008
+        //   at 200 Mbit/s, where the shaper's rate wanders more from one second to the next:
+        //   2.5% and 1.5% there.
+        // - TCP: 0.997-1.002 at 20 Mbit/s: 1%. At 100 and 200 Mbit/s four flows' own CPU work
+        //   (ACKs, no offloads) slows this VM's shaper and they are CPU-bound (0.89-1.005): they
         //   say nothing about the link there and are not held to it.
-        let udp_bound = if mbit == 100.0 { 0.02 } else { 0.01 };
+        let udp_bound = match mbit as u32 {
+            20 => 0.01,
+            100 => 0.025,
+            _ => 0.015,
+        };
         let mut checks = vec![("UDP", udp, m0, m1, udp_bound)];
         if mbit <= 20.0 {
             checks.push(("TCP", tcp, m1, m2, 0.01));
