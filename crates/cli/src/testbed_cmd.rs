@@ -897,7 +897,15 @@ fn run_job(a: RunArgs) -> Result<()> {
                 s.drops
             );
         }
-        if let Some(d) = &report.run_drain {
+        // Only a bottleneck that stayed backlogged for most of the run was draining throughout
+        // the sampled intervals; a queue that comes and goes empties between two samples that
+        // both saw it, and its "drain" is just its load.
+        let run_s = report.summary.as_ref().map_or(0.0, |s| s.end_s - s.start_s);
+        if let Some(d) = report
+            .run_drain
+            .as_ref()
+            .filter(|d| d.backlogged_s >= 0.5 * run_s)
+        {
             say!(
                 "bottleneck drained {} over {:.1} s in which it had a backlog (capacity measured at start: {})",
                 fmt_rate(d.bps),

@@ -140,7 +140,9 @@ impl Truth {
     }
 
     /// What the bottleneck drained over the sampled intervals in which it had a backlog at both
-    /// ends: a second reading of its capacity, from the run itself.
+    /// ends (less long stalls): a second reading of its capacity, from the run itself — when the
+    /// run kept it backlogged (see `backlogged_s`); a queue that comes and goes empties between
+    /// two samples that both saw it, and then this is only its load.
     pub fn drain(&self) -> Option<crate::capacity::Drain> {
         let q: Vec<_> = self
             .samples
@@ -151,7 +153,7 @@ impl Truth {
                 backlog_bytes: s.backlog_bytes,
             })
             .collect();
-        crate::capacity::drain_rate(&q)
+        crate::capacity::steady_drain_rate(&q)
     }
 
     /// Consecutive bins of `bin` length from the origin to the last sample.
