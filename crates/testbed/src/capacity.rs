@@ -57,45 +57,26 @@ pub struct Drain {
     pub intervals: usize,
 }
 
-/// The drain rate over every interval whose two ends both saw a backlog (the queue had work
-/// throughout, as far as the samples can tell): Σ bytes sent / Σ time. `None` if no interval
-/// qualifies.
-pub fn drain_rate(samples: &[QueueSample]) -> Option<Drain> {
-    let (mut bytes, mut ns, mut n) = (0u64, 0u64, 0usize);
-    for w in samples.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        if a.backlog_bytes > 0 && b.backlog_bytes > 0 && b.t_ns > a.t_ns {
-            bytes += b.sent_bytes.saturating_sub(a.sent_bytes);
-            ns += b.t_ns - a.t_ns;
-            n += 1;
-        }
-    }
-    (n > 0 && ns > 0).then(|| Drain {
-        bps: bytes as f64 * 8e9 / ns as f64,
-        backlogged_s: ns as f64 / 1e9,
-        intervals: n,
-    })
-}
-
-/// [`drain_rate`] without the intervals in which the queue may have run empty unseen: those
-/// slower than [`STALL_SHARE`] of the median backlogged interval.
-pub fn steady_drain_rate(samples: &[QueueSample]) -> Option<Drain> {
-    let rate = |a: &QueueSample, b: &QueueSample| {
-        b.sent_bytes.saturating_sub(a.sent_bytes) as f64 / (b.t_ns - a.t_ns) as f64
-    };
-    let busy: Vec<(QueueSample, QueueSample)> = samples
+/// Consecutive samples whose two ends both saw a backlog: the queue had work throughout, as
+/// far as the samples can tell.
+fn busy_intervals(
+    samples: &[QueueSample],
+) -> impl Iterator<Item = (QueueSample, QueueSample)> + '_ {
+    samples
         .windows(2)
         .filter(|w| w[0].backlog_bytes > 0 && w[1].backlog_bytes > 0 && w[1].t_ns > w[0].t_ns)
         .map(|w| (w[0], w[1]))
-        .collect();
-    let mut rates: Vec<f64> = busy.iter().map(|(a, b)| rate(a, b)).collect();
-    rates.sort_by(f64::total_cmp);
-    let median = *rates.get(rates.len() / 2)?;
+}
+
+/// Bytes per ns over one interval.
+fn interval_rate((a, b): &(QueueSample, QueueSample)) -> f64 {
+    b.sent_bytes.saturating_sub(a.sent_bytes) as f64 / (b.t_ns - a.t_ns) as f64
+}
+
+/// Σ bytes sent / Σ time over `intervals`; `None` if there are none.
+fn fold(intervals: impl Iterator<Item = (QueueSample, QueueSample)>) -> Option<Drain> {
     let (mut bytes, mut ns, mut n) = (0u64, 0u64, 0usize);
-    for (a, b) in busy
-        .iter()
-        .filter(|(a, b)| rate(a, b) >= STALL_SHARE * median)
-    {
+    for (a, b) in intervals {
         bytes += b.sent_bytes.saturating_sub(a.sent_bytes);
         ns += b.t_ns - a.t_ns;
         n += 1;
@@ -105,6 +86,21 @@ pub fn steady_drain_rate(samples: &[QueueSample]) -> Option<Drain> {
         backlogged_s: ns as f64 / 1e9,
         intervals: n,
     })
+}
+
+/// The drain rate over every interval whose two ends both saw a backlog: Σ bytes sent / Σ time.
+/// `None` if no interval qualifies.
+pub fn drain_rate(samples: &[QueueSample]) -> Option<Drain> {
+    fold(busy_intervals(samples))
+}
+
+/// [`drain_rate`] without the intervals in which the queue may have run empty unseen: those
+/// slower than [`STALL_SHARE`] of the median backlogged interval.
+pub fn steady_drain_rate(samples: &[QueueSample]) -> Option<Drain> {
+    let mut rates: Vec<f64> = busy_intervals(samples).map(|i| interval_rate(&i)).collect();
+    rates.sort_by(f64::total_cmp);
+    let median = *rates.get(rates.len() / 2)?;
+    fold(busy_intervals(samples).filter(|i| interval_rate(i) >= STALL_SHARE * median))
 }
 
 /// A link's capacity: what it was told and what it was measured to drain.
