@@ -9,6 +9,18 @@ use crate::{Reader, WireError, VERSION};
 pub const MAX_PAYLOAD: usize = 1 << 20;
 /// Frame header: type and length.
 pub const FRAME_HEADER: usize = 5;
+/// Byte positions in a frame header.
+pub mod field {
+    use std::ops::Range;
+    pub const TYPE: usize = 0;
+    pub const LEN: Range<usize> = 1..5;
+}
+const _: () = assert!(field::LEN.end == FRAME_HEADER);
+/// Payload of a client hello: version, nonce, unix ms, MAC. The only frame a connection may
+/// send before it has authenticated, so a server buffers no more than this from a stranger.
+pub const CLIENT_HELLO_LEN: usize = 1 + NONCE_LEN + 8 + MAC_LEN;
+/// A whole client hello frame.
+pub const CLIENT_HELLO_FRAME: usize = FRAME_HEADER + CLIENT_HELLO_LEN;
 /// Longest error text carried.
 pub const MAX_ERROR_TEXT: usize = 1024;
 pub const NONCE_LEN: usize = 16;
@@ -26,7 +38,10 @@ pub struct RxRecord {
     pub sent_ns: u64,
 }
 
-const RX_RECORD_LEN: usize = 20;
+/// Bytes of one [`RxRecord`] in a report: index, size, rx_ns, sent_ns.
+pub const RX_RECORD_LEN: usize = 2 + 2 + 8 + 8;
+/// Bytes of a report before its records: train, truncated flag, count.
+pub const REPORT_BASE_LEN: usize = 4 + 1 + 2;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
@@ -71,6 +86,16 @@ pub enum Control {
     Close,
 }
 
+/// The part of an error text that is sent: at most [`MAX_ERROR_TEXT`] bytes, cut on a
+/// character boundary.
+fn error_text(m: &str) -> &str {
+    let mut cut = m.len().min(MAX_ERROR_TEXT);
+    while !m.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &m[..cut]
+}
+
 mod ty {
     pub const CLIENT_HELLO: u8 = 1;
     pub const SERVER_HELLO: u8 = 2;
@@ -90,6 +115,22 @@ pub mod code {
 }
 
 impl Control {
+    /// Bytes this message takes on the wire, frame header included.
+    pub fn encoded_len(&self) -> usize {
+        FRAME_HEADER
+            + match self {
+                Control::ClientHello { .. } => CLIENT_HELLO_LEN,
+                Control::ServerHello { .. } => 4 + NONCE_LEN + MAC_LEN,
+                Control::TrainStart { .. } => 4 + 2 + 4 + 4,
+                Control::TrainEnd { .. } => 4 + 2,
+                Control::TrainReport { received, .. } => {
+                    REPORT_BASE_LEN + received.len() * RX_RECORD_LEN
+                }
+                Control::Error { message, .. } => 2 + 2 + error_text(message).len(),
+                Control::Close => 0,
+            }
+    }
+
     /// Append this message as one frame.
     pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), WireError> {
         let start = out.len();
@@ -159,15 +200,7 @@ impl Control {
                 ty::TRAIN_REPORT
             }
             Control::Error { code, message } => {
-                let mut m = message.as_str();
-                while m.len() > MAX_ERROR_TEXT {
-                    // Cut on a character boundary.
-                    let mut cut = MAX_ERROR_TEXT;
-                    while !m.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    m = &m[..cut];
-                }
+                let m = error_text(message);
                 out.extend_from_slice(&code.to_be_bytes());
                 out.extend_from_slice(&(m.len() as u16).to_be_bytes());
                 out.extend_from_slice(m.as_bytes());
@@ -176,8 +209,9 @@ impl Control {
             Control::Close => ty::CLOSE,
         };
         let len = out.len() - start - FRAME_HEADER;
-        out[start] = t;
-        out[start + 1..start + 5].copy_from_slice(&(len as u32).to_be_bytes());
+        let frame = &mut out[start..];
+        frame[field::TYPE] = t;
+        frame[field::LEN].copy_from_slice(&(len as u32).to_be_bytes());
         Ok(())
     }
 
@@ -185,16 +219,23 @@ impl Control {
     /// `Ok(Some((msg, consumed)))` otherwise. An over-long length is an error at once, so a
     /// reader never buffers more than [`MAX_PAYLOAD`] + header for one frame.
     pub fn decode_frame(buf: &[u8]) -> Result<Option<(Control, usize)>, WireError> {
+        Self::decode_frame_within(buf, MAX_PAYLOAD)
+    }
+
+    /// Like [`Control::decode_frame`], refusing any payload longer than `max` (before a peer
+    /// has authenticated, `max` is [`CLIENT_HELLO_LEN`]).
+    pub fn decode_frame_within(
+        buf: &[u8],
+        max: usize,
+    ) -> Result<Option<(Control, usize)>, WireError> {
         if buf.len() < FRAME_HEADER {
             return Ok(None);
         }
-        let t = buf[0];
-        let len = u32::from_be_bytes(buf[1..5].try_into().expect("4 bytes")) as usize;
-        if len > MAX_PAYLOAD {
-            return Err(WireError::TooLarge {
-                len,
-                max: MAX_PAYLOAD,
-            });
+        let t = buf[field::TYPE];
+        let len = u32::from_be_bytes(buf[field::LEN].try_into().expect("4 bytes")) as usize;
+        let max = max.min(MAX_PAYLOAD);
+        if len > max {
+            return Err(WireError::TooLarge { len, max });
         }
         if buf.len() < FRAME_HEADER + len {
             return Ok(None);
@@ -339,6 +380,23 @@ mod tests {
     }
 
     #[test]
+    fn encoded_len_matches_encoding() {
+        for m in samples() {
+            let mut f = Vec::new();
+            m.encode(&mut f).unwrap();
+            assert_eq!(m.encoded_len(), f.len(), "{m:?}");
+        }
+        assert_eq!(samples()[0].encoded_len(), CLIENT_HELLO_FRAME);
+        let long = Control::Error {
+            code: 1,
+            message: "é".repeat(5000),
+        };
+        let mut f = Vec::new();
+        long.encode(&mut f).unwrap();
+        assert_eq!(long.encoded_len(), f.len());
+    }
+
+    #[test]
     fn round_trip_and_streaming() {
         let mut stream = Vec::new();
         for m in samples() {
@@ -367,6 +425,16 @@ mod tests {
             Control::decode_frame(&f),
             Err(WireError::TooLarge { .. })
         ));
+        // Before authentication only a hello's worth is accepted, judged from the header alone.
+        let mut f = vec![ty::CLIENT_HELLO];
+        f.extend_from_slice(&((CLIENT_HELLO_LEN + 1) as u32).to_be_bytes());
+        assert_eq!(
+            Control::decode_frame_within(&f, CLIENT_HELLO_LEN),
+            Err(WireError::TooLarge {
+                len: CLIENT_HELLO_LEN + 1,
+                max: CLIENT_HELLO_LEN
+            })
+        );
         let mut f = Vec::new();
         Control::TrainEnd { train: 1, sent: 2 }
             .encode(&mut f)

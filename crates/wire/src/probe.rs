@@ -39,6 +39,36 @@ pub const FLAG_RIDER: u16 = 1 << 1;
 pub const FLAG_LAST: u16 = 1 << 2;
 const KNOWN_FLAGS: u16 = FLAG_MAY_CARRY | FLAG_RIDER | FLAG_LAST;
 
+/// Byte positions of the fixed header's fields (the diagram above).
+pub mod field {
+    use std::ops::Range;
+    pub const VERSION: usize = 0;
+    pub const KIND: usize = 1;
+    pub const FLAGS: Range<usize> = 2..4;
+    pub const SESSION: Range<usize> = 4..8;
+    pub const SEQ: Range<usize> = 8..12;
+    pub const TRAIN: Range<usize> = 12..16;
+    pub const INDEX: Range<usize> = 16..18;
+    pub const HEADER_LEN: Range<usize> = 18..20;
+    pub const SENT_NS: Range<usize> = 20..28;
+    pub const TRAIN_LEN: Range<usize> = 28..30;
+    pub const RESERVED: Range<usize> = 30..32;
+}
+
+/// Byte positions in the rider descriptor, from its start (right after the fixed header).
+pub mod rider_field {
+    use std::ops::Range;
+    pub const FRAG_ID: Range<usize> = 0..4;
+    pub const OFFSET: Range<usize> = 4..6;
+    pub const LEN: Range<usize> = 6..8;
+    pub const PROTO: usize = 8;
+    pub const FLAGS: usize = 9;
+    pub const RESERVED: Range<usize> = 10..12;
+}
+
+const _: () = assert!(field::RESERVED.end == HEADER_LEN);
+const _: () = assert!(rider_field::RESERVED.end == RIDER_DESC_LEN);
+
 /// The fixed part of every probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ProbeHeader {
@@ -140,25 +170,26 @@ pub fn encode(
         flags |= FLAG_RIDER;
     }
     let b = &mut out[..size];
-    b[0] = VERSION;
-    b[1] = KIND_PROBE;
-    b[2..4].copy_from_slice(&flags.to_be_bytes());
-    b[4..8].copy_from_slice(&header.session.to_be_bytes());
-    b[8..12].copy_from_slice(&header.seq.to_be_bytes());
-    b[12..16].copy_from_slice(&header.train.to_be_bytes());
-    b[16..18].copy_from_slice(&header.index.to_be_bytes());
-    b[18..20].copy_from_slice(&(hlen as u16).to_be_bytes());
-    b[20..28].copy_from_slice(&header.sent_ns.to_be_bytes());
-    b[28..30].copy_from_slice(&header.train_len.to_be_bytes());
-    b[30..32].fill(0);
+    b[field::VERSION] = VERSION;
+    b[field::KIND] = KIND_PROBE;
+    b[field::FLAGS].copy_from_slice(&flags.to_be_bytes());
+    b[field::SESSION].copy_from_slice(&header.session.to_be_bytes());
+    b[field::SEQ].copy_from_slice(&header.seq.to_be_bytes());
+    b[field::TRAIN].copy_from_slice(&header.train.to_be_bytes());
+    b[field::INDEX].copy_from_slice(&header.index.to_be_bytes());
+    b[field::HEADER_LEN].copy_from_slice(&(hlen as u16).to_be_bytes());
+    b[field::SENT_NS].copy_from_slice(&header.sent_ns.to_be_bytes());
+    b[field::TRAIN_LEN].copy_from_slice(&header.train_len.to_be_bytes());
+    b[field::RESERVED].fill(0);
     let mut pos = HEADER_LEN;
     if let Some(r) = rider {
-        b[pos..pos + 4].copy_from_slice(&r.frag_id.to_be_bytes());
-        b[pos + 4..pos + 6].copy_from_slice(&r.offset.to_be_bytes());
-        b[pos + 6..pos + 8].copy_from_slice(&(r.data.len() as u16).to_be_bytes());
-        b[pos + 8] = r.proto.code();
-        b[pos + 9] = r.last as u8;
-        b[pos + 10..pos + 12].fill(0);
+        let d = &mut b[pos..pos + RIDER_DESC_LEN];
+        d[rider_field::FRAG_ID].copy_from_slice(&r.frag_id.to_be_bytes());
+        d[rider_field::OFFSET].copy_from_slice(&r.offset.to_be_bytes());
+        d[rider_field::LEN].copy_from_slice(&(r.data.len() as u16).to_be_bytes());
+        d[rider_field::PROTO] = r.proto.code();
+        d[rider_field::FLAGS] = r.last as u8;
+        d[rider_field::RESERVED].fill(0);
         pos += RIDER_DESC_LEN;
         b[pos..pos + r.data.len()].copy_from_slice(r.data);
         pos += r.data.len();
@@ -177,7 +208,7 @@ pub fn stamp(buf: &mut [u8], sent_ns: u64) -> Result<(), WireError> {
             have: buf.len(),
         });
     }
-    buf[20..28].copy_from_slice(&sent_ns.to_be_bytes());
+    buf[field::SENT_NS].copy_from_slice(&sent_ns.to_be_bytes());
     Ok(())
 }
 
@@ -322,16 +353,16 @@ mod tests {
             Err(WireError::Truncated { .. })
         ));
         let mut v = buf;
-        v[0] = 9;
+        v[field::VERSION] = 9;
         assert_eq!(decode(&v), Err(WireError::Version(9)));
         let mut v = buf;
-        v[18..20].copy_from_slice(&500u16.to_be_bytes());
+        v[field::HEADER_LEN].copy_from_slice(&500u16.to_be_bytes());
         assert!(decode(&v).is_err());
         let mut v = buf;
-        v[16..18].copy_from_slice(&10u16.to_be_bytes()); // index == train_len
+        v[field::INDEX].copy_from_slice(&10u16.to_be_bytes()); // index == train_len
         assert!(decode(&v).is_err());
         let mut v = buf;
-        v[2..4].copy_from_slice(&0x8000u16.to_be_bytes());
+        v[field::FLAGS].copy_from_slice(&0x8000u16.to_be_bytes());
         assert!(decode(&v).is_err());
         assert!(decode(&[]).is_err());
         assert!(encode(&header(), None, MAX_PROBE + 1, &mut [0u8; 10]).is_err());
