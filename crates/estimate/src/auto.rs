@@ -18,7 +18,7 @@
 use crate::capacity::{CapacityEstimator, CapacityParams};
 use crate::chirp::{Chirp, ChirpParams};
 use crate::slops::{Pace, Slops, SlopsParams};
-use crate::{Estimate, Estimator, Quality, TrainObs, TrainReq};
+use crate::{Estimate, Estimator, Quality, TrainResult, TrainSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AutoParams {
@@ -200,12 +200,12 @@ impl Auto {
 }
 
 impl Estimator for Auto {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
+    fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
         self.start.get_or_insert(now_ns);
         self.current().poll_train(now_ns)
     }
 
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+    fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         self.last = now_ns;
         self.current().handle_train(now_ns, obs);
         self.advance();

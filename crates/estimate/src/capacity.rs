@@ -3,7 +3,7 @@
 //! per-train rates cluster at C with a tail below it; the estimate is the densest cluster (the
 //! mode), not the mean.
 
-use crate::{median, wire_bits, Estimate, Estimator, ProbeReq, Quality, TrainObs, TrainReq};
+use crate::{median, wire_bits, Estimate, Estimator, ProbeSpec, Quality, TrainResult, TrainSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CapacityParams {
@@ -121,7 +121,7 @@ fn backlogged_rate(rx: &[(u64, u16)]) -> Option<f64> {
 }
 
 impl Estimator for CapacityEstimator {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
+    fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
         if self.is_done() || self.outstanding || now_ns < self.next_at {
             return None;
         }
@@ -129,16 +129,13 @@ impl Estimator for CapacityEstimator {
         self.start.get_or_insert(now_ns);
         let n = self.train_len();
         let probes = (0..n)
-            .map(|_| ProbeReq {
-                size: self.p.size,
-                gap_ns: 0,
-            })
+            .map(|_| ProbeSpec::new(self.p.size, 0))
             .collect();
         self.bytes += self.p.size as u64 * n as u64;
-        Some(TrainReq { probes })
+        Some(TrainSpec::new(probes))
     }
 
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+    fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         self.outstanding = false;
         self.sent += 1;
         self.last = now_ns;
@@ -146,7 +143,7 @@ impl Estimator for CapacityEstimator {
         let rx: Vec<(u64, u16)> = obs
             .probes
             .iter()
-            .filter_map(|p| Some((p.rx_ns?, p.size)))
+            .filter_map(|p| Some((p.rx_ns?.0, p.size)))
             .collect();
         if let Some(rate) = backlogged_rate(&rx) {
             self.samples.push(rate);

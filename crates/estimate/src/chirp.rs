@@ -16,7 +16,7 @@
 //! probes. pathChirp is cheap but biased upward where the bottleneck serves short bursts faster
 //! than C (token buckets); `mgrp bench accuracy` measures that bias rather than correcting it.
 
-use crate::{median, wire_bits, Estimate, Estimator, ProbeReq, Quality, TrainObs, TrainReq};
+use crate::{median, wire_bits, Estimate, Estimator, ProbeSpec, Quality, TrainResult, TrainSpec};
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -175,25 +175,22 @@ impl Chirp {
 }
 
 impl Estimator for Chirp {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
+    fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
         if self.is_done() || self.outstanding || now_ns < self.next_at {
             return None;
         }
         self.outstanding = true;
         self.start.get_or_insert(now_ns);
-        let probes: Vec<ProbeReq> = std::iter::once(0.0)
+        let probes: Vec<ProbeSpec> = std::iter::once(0.0)
             .chain(self.gaps.iter().copied())
-            .map(|g| ProbeReq {
-                size: self.p.size,
-                gap_ns: g.round() as u64,
-            })
+            .map(|g| ProbeSpec::new(self.p.size, g.round() as u64))
             .collect();
-        let t = TrainReq { probes };
+        let t = TrainSpec::new(probes);
         self.bytes += t.bytes();
         Some(t)
     }
 
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+    fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         if !std::mem::take(&mut self.outstanding) {
             return;
         }
@@ -208,7 +205,7 @@ impl Estimator for Chirp {
         let owd: Vec<Option<f64>> = obs
             .probes
             .iter()
-            .map(|p| Some(p.rx_ns? as f64 - p.sent_ns? as f64))
+            .map(|p| Some(p.rx_ns?.0 as f64 - p.sent_ns? as f64))
             .collect();
         let min = owd.iter().flatten().copied().fold(f64::INFINITY, f64::min);
         let q: Vec<Option<f64>> = owd.iter().map(|o| o.map(|x| x - min)).collect();

@@ -7,7 +7,8 @@
 //! would overflow the buffer is dropped. Truth over a window is C minus the cross traffic offered
 //! in it (exact while cross traffic alone stays below C).
 
-use crate::{wire_bits, ProbeObs, TrainObs, TrainReq};
+use crate::{wire_bits, TrainResult, TrainSpec};
+use mgrp_train::{Arrival, MonoNs, SendRecord, WallNs};
 use mgrp_traffic::pattern::{CrossPattern, Schedule, ETH_HLEN};
 
 pub struct FluidPath {
@@ -23,6 +24,8 @@ pub struct FluidPath {
     now_ns: u64,
     pub dropped_cross: u64,
     pub dropped_probes: u64,
+    /// Trains sent so far (the next train's id).
+    trains: u32,
 }
 
 impl FluidPath {
@@ -50,6 +53,7 @@ impl FluidPath {
             }
         };
         let mut path = FluidPath {
+            trains: 0,
             capacity_bps,
             buffer_bytes,
             prop_ns,
@@ -95,33 +99,39 @@ impl FluidPath {
 
     /// Send `train` with its first probe at `start_ns` (not before the previous train's last
     /// probe). Receive times are on the path's own clock.
-    pub fn send_train(&mut self, start_ns: u64, train: &TrainReq) -> TrainObs {
+    pub fn send_train(&mut self, start_ns: u64, train: &TrainSpec) -> TrainResult {
         let start = start_ns.max(self.now_ns);
-        let probes = train
-            .offsets()
-            .iter()
-            .zip(&train.probes)
-            .map(|(off, p)| {
-                let t = start + off;
-                self.cross_until(t);
-                let rx = self
-                    .enqueue(t, wire_bits(p.size) / 8.0)
-                    .map(|d| d + self.prop_ns);
-                if rx.is_none() {
-                    self.dropped_probes += 1;
-                }
-                ProbeObs {
+        let (mut sends, mut arrivals) = (Vec::new(), Vec::new());
+        for (i, (off, p)) in train.offsets().iter().zip(&train.probes).enumerate() {
+            let t = start + off;
+            self.cross_until(t);
+            let rx = self
+                .enqueue(t, wire_bits(p.size) / 8.0)
+                .map(|d| d + self.prop_ns);
+            match rx {
+                Some(rx) => arrivals.push(Arrival {
+                    index: i as u16,
                     size: p.size,
-                    sent_ns: Some(t - start),
-                    rx_ns: rx,
-                }
-            })
-            .collect();
-        TrainObs {
-            probes,
-            flagged: false,
-            competing_bytes: 0,
+                    rx_ns: WallNs(rx),
+                }),
+                None => self.dropped_probes += 1,
+            }
+            // One clock for everything on the model path.
+            sends.push(SendRecord {
+                mono_ns: Some(MonoNs(t)),
+                real_ns: WallNs(t),
+                kernel_ns: None,
+            });
         }
+        self.trains += 1;
+        TrainResult::assemble(
+            self.trains,
+            "fluid".into(),
+            train,
+            MonoNs(start),
+            &sends,
+            Some((&arrivals, false)),
+        )
     }
 
     /// Let time pass to `t` (cross traffic keeps arriving).
@@ -176,6 +186,7 @@ pub fn drive(
                 .iter()
                 .filter_map(|p| p.rx_ns)
                 .max()
+                .map(|t| t.0)
                 .map(|rx| rx + path.prop_ns)
                 .unwrap_or(last_sent + 1_000_000_000);
             path.idle_until(known.max(last_sent));
@@ -198,13 +209,13 @@ pub fn drive(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TrainReq;
+    use crate::TrainSpec;
 
     #[test]
     fn idle_path_spaces_a_burst_at_capacity() {
         let mut p = FluidPath::new(10e6, 100_000.0, 1_000_000, None).unwrap();
-        let obs = p.send_train(0, &TrainReq::constant_rate(10, 1208, 1e12));
-        let rx: Vec<u64> = obs.probes.iter().map(|o| o.rx_ns.unwrap()).collect();
+        let obs = p.send_train(0, &TrainSpec::constant_rate(10, 1208, 1e12));
+        let rx: Vec<u64> = obs.probes.iter().map(|o| o.rx_ns.unwrap().0).collect();
         // 1250-byte frames at 10 Mbit/s leave 1 ms apart, after 1 ms of propagation.
         assert_eq!(rx[0], 2_000_000);
         assert!(rx.windows(2).all(|w| w[1] - w[0] == 1_000_000), "{rx:?}");
@@ -214,15 +225,15 @@ mod tests {
     fn slow_stream_sees_flat_delays_fast_stream_rising() {
         let cross = CrossPattern::parse("cbr:4mbit").unwrap();
         let mut p = FluidPath::new(10e6, 1e6, 0, Some(cross)).unwrap();
-        let owd = |o: &TrainObs| o.owds().iter().map(|(_, d)| *d).collect::<Vec<f64>>();
+        let owd = |o: &TrainResult| o.owds().iter().map(|(_, d)| *d).collect::<Vec<f64>>();
         let params = crate::trend::TrendParams::default();
-        let slow = p.send_train(1_000_000_000, &TrainReq::constant_rate(100, 500, 4e6));
+        let slow = p.send_train(1_000_000_000, &TrainSpec::constant_rate(100, 500, 4e6));
         let d = owd(&slow);
         assert_eq!(
             crate::trend::stream_trend(&d, 100, &params),
             crate::trend::Trend::NotIncreasing
         );
-        let fast = p.send_train(2_000_000_000, &TrainReq::constant_rate(100, 500, 9e6));
+        let fast = p.send_train(2_000_000_000, &TrainSpec::constant_rate(100, 500, 9e6));
         let d = owd(&fast);
         // 3 Mbit/s above A for 55 ms: about 20 KB, 16 ms of queue.
         assert!(
@@ -241,7 +252,7 @@ mod tests {
     #[test]
     fn overflow_drops() {
         let mut p = FluidPath::new(1e6, 3000.0, 0, None).unwrap();
-        let obs = p.send_train(0, &TrainReq::constant_rate(10, 1458, 1e12));
+        let obs = p.send_train(0, &TrainSpec::constant_rate(10, 1458, 1e12));
         assert_eq!(obs.lost(), 8);
         assert!(
             FluidPath::new(1e6, 3000.0, 0, Some(CrossPattern::parse("tcp:1").unwrap())).is_err()

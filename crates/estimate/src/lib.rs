@@ -4,6 +4,9 @@
 //! touches a socket, so every estimator runs unchanged against the [`fluid`] model in tests and
 //! against the probe engine on a network.
 //!
+//! Trains are spelled in the one vocabulary shared with the engine and the Probe API
+//! ([`mgrp_train`]): estimators ask with a [`TrainSpec`] and are fed the [`TrainResult`].
+//!
 //! Rates are in bits per second of Ethernet frames (UDP payload + [`WIRE_OVERHEAD`]), the unit
 //! the testbed's shaper and ground truth use.
 
@@ -19,90 +22,10 @@ pub mod wren;
 
 use serde::Serialize;
 
-/// Bytes a probe occupies on an Ethernet link beyond its UDP payload: UDP 8 + IPv4 20 + Ethernet 14.
-pub const WIRE_OVERHEAD: u64 = 42;
-
-/// Bits on the wire of a probe of `size` payload bytes.
-pub fn wire_bits(size: u16) -> f64 {
-    (size as u64 + WIRE_OVERHEAD) as f64 * 8.0
-}
-
-/// One probe an estimator asks for: UDP payload size and gap since the previous probe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ProbeReq {
-    pub size: u16,
-    pub gap_ns: u64,
-}
-
-/// A train an estimator asks for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TrainReq {
-    pub probes: Vec<ProbeReq>,
-}
-
-impl TrainReq {
-    /// `count` probes of `size` bytes at a constant rate `rate_bps` (wire bits).
-    pub fn constant_rate(count: usize, size: u16, rate_bps: f64) -> TrainReq {
-        let gap = (wire_bits(size) / rate_bps * 1e9).round() as u64;
-        TrainReq {
-            probes: (0..count)
-                .map(|i| ProbeReq {
-                    size,
-                    gap_ns: if i == 0 { 0 } else { gap },
-                })
-                .collect(),
-        }
-    }
-
-    /// Offsets of each probe's departure from the first's.
-    pub fn offsets(&self) -> Vec<u64> {
-        offsets(self.probes.iter().map(|p| p.gap_ns))
-    }
-
-    pub fn bytes(&self) -> u64 {
-        self.probes.iter().map(|p| p.size as u64).sum()
-    }
-}
-
-/// What happened to one probe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ProbeObs {
-    pub size: u16,
-    /// Actual departure, ns after the train's start (sender clock); `None` if not sent.
-    pub sent_ns: Option<u64>,
-    /// Arrival on the receiver's clock (any epoch); `None` if lost.
-    pub rx_ns: Option<u64>,
-}
-
-/// What happened to a train.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TrainObs {
-    pub probes: Vec<ProbeObs>,
-    /// The engine flagged the train's pacing as outside tolerance.
-    pub flagged: bool,
-    /// Rider bytes this train carried that would have crossed the path during it anyway (seed
-    /// 000 §4.5.2): the host's own load moved into the probes. 0 without riders.
-    pub competing_bytes: u64,
-}
-
-impl TrainObs {
-    /// Relative one-way delays (receive − send, ns, arbitrary offset) of the received probes,
-    /// with their indices.
-    pub fn owds(&self) -> Vec<(usize, f64)> {
-        self.probes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| Some((i, p.rx_ns? as f64 - p.sent_ns? as f64)))
-            .collect()
-    }
-
-    pub fn lost(&self) -> usize {
-        self.probes
-            .iter()
-            .filter(|p| p.sent_ns.is_some() && p.rx_ns.is_none())
-            .count()
-    }
-}
+pub use mgrp_train::{
+    offsets, wire_bits, ProbeResult, ProbeSpec, TrainResult, TrainRiderStats, TrainSpec,
+    WIRE_OVERHEAD,
+};
 
 /// How an estimate was obtained and how much to trust it: the quality tuple.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -131,9 +54,9 @@ pub struct Estimate {
 /// A sans-IO estimator.
 pub trait Estimator {
     /// The next train to send at `now_ns`, or `None` if nothing is due (yet, or ever).
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq>;
+    fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec>;
     /// The outcome of the train last handed out by `poll_train`.
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs);
+    fn handle_train(&mut self, now_ns: u64, obs: &TrainResult);
     /// The current estimate, if any.
     fn estimate(&self) -> Option<Estimate>;
     /// No more trains will be asked for.
@@ -148,10 +71,10 @@ pub trait Estimator {
 
 /// A boxed estimator is an estimator (so wrappers compose over `Box<dyn Estimator + Send>`).
 impl<E: Estimator + ?Sized> Estimator for Box<E> {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
+    fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
         (**self).poll_train(now_ns)
     }
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+    fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         (**self).handle_train(now_ns, obs)
     }
     fn estimate(&self) -> Option<Estimate> {
@@ -166,20 +89,6 @@ impl<E: Estimator + ?Sized> Estimator for Box<E> {
     fn capacity(&self) -> Option<Estimate> {
         (**self).capacity()
     }
-}
-
-/// Departure offsets from the first probe, given each probe's gap since the previous one (the
-/// first probe's gap is ignored).
-pub fn offsets(gaps: impl Iterator<Item = u64>) -> Vec<u64> {
-    let mut t = 0;
-    gaps.enumerate()
-        .map(|(i, g)| {
-            if i > 0 {
-                t += g;
-            }
-            t
-        })
-        .collect()
 }
 
 /// Median of a slice (NaN for empty); sorts a copy.

@@ -2,9 +2,9 @@
 //! the probes instead of beside them, so a probe stream meets less load than it would have:
 //! the path looks to have more room by the rate of those packets, and unadjusted estimates read
 //! high. The engine counts, per train, the rider bytes that would have crossed the path during
-//! the train anyway (`TrainObs::competing_bytes`); this wrapper subtracts their rate.
+//! the train anyway (`TrainResult::competing_bytes`); this wrapper subtracts their rate.
 
-use crate::{Estimate, Estimator, TrainObs, TrainReq};
+use crate::{Estimate, Estimator, TrainResult, TrainSpec};
 
 /// Wraps any available-bandwidth estimator; capacity passes through unchanged (dispersion of
 /// back-to-back probes does not depend on what their padding holds).
@@ -43,17 +43,17 @@ impl<E: Estimator> RiderAware<E> {
 }
 
 impl<E: Estimator> Estimator for RiderAware<E> {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
+    fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
         self.inner.poll_train(now_ns)
     }
 
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+    fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         // The train's span on the sender's clock: first to last departure.
         let sent = obs.probes.iter().filter_map(|p| p.sent_ns);
         let (lo, hi) = sent.fold((u64::MAX, 0), |(l, h), t| (l.min(t), h.max(t)));
         if hi > lo {
             self.train_ns += (hi - lo) as f64;
-            self.competing_bits += obs.competing_bytes as f64 * 8.0;
+            self.competing_bits += obs.competing_bytes() as f64 * 8.0;
         }
         self.inner.handle_train(now_ns, obs)
     }
@@ -93,10 +93,10 @@ mod tests {
     struct Riding<E>(E, f64);
 
     impl<E: Estimator> Estimator for Riding<E> {
-        fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
+        fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
             self.0.poll_train(now_ns)
         }
-        fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+        fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
             let span = obs
                 .probes
                 .iter()
@@ -104,7 +104,10 @@ mod tests {
                 .max()
                 .unwrap_or(0);
             let mut o = obs.clone();
-            o.competing_bytes = (self.1 * span as f64 / 8e9) as u64;
+            o.riders = Some(crate::TrainRiderStats {
+                competing_bytes: (self.1 * span as f64 / 8e9) as u64,
+                ..Default::default()
+            });
             self.0.handle_train(now_ns, &o)
         }
         fn estimate(&self) -> Option<Estimate> {

@@ -11,7 +11,7 @@
 //! A fleet stops early once its verdict cannot change.
 
 use crate::trend::{stream_trend, Trend, TrendParams};
-use crate::{wire_bits, Estimate, Estimator, Quality, TrainObs, TrainReq, WIRE_OVERHEAD};
+use crate::{wire_bits, Estimate, Estimator, Quality, TrainResult, TrainSpec, WIRE_OVERHEAD};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -110,7 +110,7 @@ pub struct Slops {
 const MAX_RESENDS: u32 = 3;
 
 /// The stream's actual send duration strayed more than 5% from the planned one.
-fn stream_mispaced(obs: &TrainObs, planned_ns: u64) -> bool {
+fn stream_mispaced(obs: &TrainResult, planned_ns: u64) -> bool {
     let first = obs.probes.iter().find_map(|p| p.sent_ns);
     let last = obs.probes.iter().rev().find_map(|p| p.sent_ns);
     match (first, last) {
@@ -155,7 +155,7 @@ impl Slops {
     }
 
     /// A stream at `rate`: the gap is at least `min_gap_ns`; the size makes up the rate.
-    fn stream(&self, rate: f64) -> TrainReq {
+    fn stream(&self, rate: f64) -> TrainSpec {
         let gap_ns = match self.p.detect_ns {
             None => self.p.min_gap_ns as f64,
             Some(detect) => {
@@ -166,7 +166,7 @@ impl Slops {
         };
         let want = (rate * gap_ns / 8e9 - WIRE_OVERHEAD as f64).round();
         let size = want.clamp(self.p.min_size as f64, self.p.max_size as f64) as u16;
-        TrainReq::constant_rate(self.p.stream_len, size, rate)
+        TrainSpec::constant_rate(self.p.stream_len, size, rate)
     }
 
     /// A fleet is decided early once `f` of all its streams agree; otherwise when it is
@@ -244,7 +244,7 @@ impl Slops {
 }
 
 impl Estimator for Slops {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
+    fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
         if self.done || self.outstanding.is_some() || now_ns < self.next_at {
             return None;
         }
@@ -256,7 +256,7 @@ impl Estimator for Slops {
         Some(s)
     }
 
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+    fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         let Some(duration) = self.outstanding.take() else {
             return;
         };
@@ -326,7 +326,7 @@ impl Estimator for Slops {
 }
 
 /// Bits per second of the stream a rate asks for, as actually built (size rounding aside).
-pub fn stream_rate(t: &TrainReq) -> f64 {
+pub fn stream_rate(t: &TrainSpec) -> f64 {
     let p = &t.probes;
     if p.len() < 2 {
         return f64::NAN;
@@ -423,19 +423,33 @@ mod tests {
         let t = s.poll_train(0).unwrap();
         let planned = *t.offsets().last().unwrap();
         // Sent at half the rate: the whole stream took twice as long.
-        let obs = TrainObs {
-            probes: t
-                .offsets()
-                .iter()
-                .map(|o| crate::ProbeObs {
-                    size: t.probes[0].size,
-                    sent_ns: Some(2 * o),
-                    rx_ns: Some(2 * o + 1000),
-                })
-                .collect(),
-            flagged: true,
-            competing_bytes: 0,
-        };
+        let sends: Vec<_> = t
+            .offsets()
+            .iter()
+            .map(|o| mgrp_train::SendRecord {
+                mono_ns: Some(mgrp_train::MonoNs(2 * o)),
+                ..Default::default()
+            })
+            .collect();
+        let arrivals: Vec<_> = t
+            .offsets()
+            .iter()
+            .enumerate()
+            .map(|(i, o)| mgrp_train::Arrival {
+                index: i as u16,
+                size: t.probes[0].size,
+                rx_ns: mgrp_train::WallNs(2 * o + 1000),
+            })
+            .collect();
+        let mut obs = TrainResult::assemble(
+            1,
+            "test".into(),
+            &t,
+            mgrp_train::MonoNs(0),
+            &sends,
+            Some((&arrivals, false)),
+        );
+        obs.stats.flagged = true;
         assert!(stream_mispaced(&obs, planned));
         s.handle_train(1, &obs);
         assert_eq!((s.streams, s.resends), (0, 1));

@@ -21,7 +21,7 @@
 //! - the initial range comes from a back-to-back train's dispersion rate r: (r/2, r), as Cprobe.
 
 use crate::trend::{stream_trend, Trend, TrendParams};
-use crate::{wire_bits, Estimate, Estimator, ProbeReq, Quality, TrainObs, TrainReq};
+use crate::{wire_bits, Estimate, Estimator, ProbeSpec, Quality, TrainResult, TrainSpec};
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -146,7 +146,7 @@ impl Sweep {
     }
 
     /// Stream `i` (0-based): rates sweep from just above B_{i+1} up to B_i.
-    fn stream(&self, i: usize) -> TrainReq {
+    fn stream(&self, i: usize) -> TrainSpec {
         let (hi, lo) = (self.bounds[i], self.bounds[i + 1]);
         let n = self.p.n;
         let bits = wire_bits(self.p.size);
@@ -158,13 +158,10 @@ impl Sweep {
                     let rate = (lo + (hi - lo) * j as f64 / (n - 1) as f64).max(1.0);
                     (bits / rate * 1e9).round() as u64
                 };
-                ProbeReq {
-                    size: self.p.size,
-                    gap_ns,
-                }
+                ProbeSpec::new(self.p.size, gap_ns)
             })
             .collect();
-        TrainReq { probes }
+        TrainSpec::new(probes)
     }
 
     /// Step 4: which sub-range holds A (0 = above the range, k+1 = below it).
@@ -266,20 +263,17 @@ impl Sweep {
 }
 
 impl Estimator for Sweep {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
+    fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
         if self.is_done() || self.outstanding {
             return None;
         }
         self.start.get_or_insert(now_ns);
         let t = match self.stage {
-            Stage::Initial => TrainReq {
-                probes: (0..2 * self.p.n)
-                    .map(|_| ProbeReq {
-                        size: self.p.size,
-                        gap_ns: 0,
-                    })
+            Stage::Initial => TrainSpec::new(
+                (0..2 * self.p.n)
+                    .map(|_| ProbeSpec::new(self.p.size, 0))
                     .collect(),
-            },
+            ),
             Stage::Stream(i) => self.stream(i),
         };
         self.outstanding = true;
@@ -288,7 +282,7 @@ impl Estimator for Sweep {
         Some(t)
     }
 
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+    fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         if !self.outstanding {
             return;
         }
@@ -296,7 +290,7 @@ impl Estimator for Sweep {
         self.now = now_ns;
         match self.stage {
             Stage::Initial => {
-                let rx: Vec<u64> = obs.probes.iter().filter_map(|p| p.rx_ns).collect();
+                let rx: Vec<u64> = obs.probes.iter().filter_map(|p| Some(p.rx_ns?.0)).collect();
                 let r = match (rx.first(), rx.last()) {
                     (Some(a), Some(b)) if b > a => {
                         wire_bits(self.p.size) * (rx.len() - 1) as f64 * 1e9 / (b - a) as f64
@@ -325,7 +319,7 @@ impl Estimator for Sweep {
                         let send =
                             bits * 1e9 / (w[1].sent_ns? as f64 - w[0].sent_ns? as f64).max(1.0);
                         let arrive =
-                            bits * 1e9 / (w[1].rx_ns? as f64 - w[0].rx_ns? as f64).max(1.0);
+                            bits * 1e9 / (w[1].rx_ns?.0 as f64 - w[0].rx_ns?.0 as f64).max(1.0);
                         Some((send, arrive))
                     })
                     .collect();

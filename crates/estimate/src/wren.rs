@@ -772,7 +772,7 @@ fn close_run(f: &mut HalfConn, p: &WrenParams, c: &mut WrenCounters) {
 mod tests {
     use super::*;
     use crate::fluid::FluidPath;
-    use crate::{ProbeReq, TrainReq};
+    use crate::{ProbeSpec, TrainSpec};
     use mgrp_traffic::CrossPattern;
 
     const MSS: u32 = 1448;
@@ -831,21 +831,18 @@ mod tests {
             let gap = (FRAME as f64 * 8.0 / r * 1e9) as u64;
             // A probe of `size` occupies size + 42 bytes on the fluid link: match the frame.
             let size = (FRAME - crate::WIRE_OVERHEAD as u32) as u16;
-            let req = TrainReq {
-                probes: (0..burst)
-                    .map(|i| ProbeReq {
-                        size,
-                        gap_ns: if i == 0 { 0 } else { gap },
-                    })
+            let req = TrainSpec::new(
+                (0..burst)
+                    .map(|i| ProbeSpec::new(size, if i == 0 { 0 } else { gap }))
                     .collect(),
-            };
+            );
             let obs = path.send_train(t, &req);
             for (i, o) in obs.probes.iter().enumerate() {
                 let sent = t + o.sent_ns.unwrap();
                 segs.push(data(sent, seq));
                 seq = seq.wrapping_add(MSS);
                 if i % 2 == 1 || i == burst - 1 {
-                    if let Some(rx) = o.rx_ns {
+                    if let Some(rx) = o.rx_ns.map(|t| t.0) {
                         segs.push(ack(rx + prop, seq));
                     }
                 }

@@ -1,0 +1,328 @@
+//! What happened to a train: per probe, when it left and when (if) it arrived; per train, the
+//! stats the engine and the estimators judge it by.
+
+use crate::spec::TrainSpec;
+use crate::time::{MonoNs, WallNs};
+use serde::{Deserialize, Serialize};
+
+/// Default tolerance: a train whose p99 sender gap error exceeds this is flagged.
+pub const DEFAULT_TOLERANCE_NS: u64 = 5_000;
+
+/// When the pacer sent one probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SendRecord {
+    /// Monotonic clock just before the send call; `None` if the send failed.
+    pub mono_ns: Option<MonoNs>,
+    /// Wall clock stamped into the probe.
+    pub real_ns: WallNs,
+    /// Kernel TX software timestamp, where the kernel gives one.
+    pub kernel_ns: Option<WallNs>,
+}
+
+/// One probe as the receiver reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    pub index: u16,
+    /// UDP payload bytes received.
+    pub size: u16,
+    /// The receiver's kernel timestamp.
+    pub rx_ns: WallNs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    pub index: u16,
+    pub size: u16,
+    /// Intended and actual departure, ns after the first probe's intended departure (sender's
+    /// monotonic clock).
+    pub intended_ns: u64,
+    pub sent_ns: Option<u64>,
+    /// Receiver's kernel timestamp and size seen, if it arrived.
+    pub rx_ns: Option<WallNs>,
+    pub rx_size: Option<u16>,
+    /// Sender's wall-clock stamp carried in the probe (compare with `rx_ns` for one-way delay
+    /// when both clocks are one, as in the testbed).
+    pub tx_real_ns: WallNs,
+    /// Kernel TX software timestamp: the actual departure, where available.
+    pub tx_kernel_ns: Option<WallNs>,
+}
+
+/// Median, 99th percentile and maximum of a set of values (ns).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Quantiles {
+    pub n: usize,
+    pub median: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Quantiles {
+    pub fn of(mut v: Vec<f64>) -> Option<Quantiles> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let q = |p: f64| v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)];
+        Some(Quantiles {
+            n: v.len(),
+            median: q(0.5),
+            p99: q(0.99),
+            max: *v.last().expect("non-empty"),
+        })
+    }
+}
+
+/// The seed's MGRP_IOC_PROBE_RESULTS, and more.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainStats {
+    pub sent: usize,
+    pub received: usize,
+    pub lost: usize,
+    pub send_errors: usize,
+    /// Intended and actual time from first to last departure.
+    pub planned_ns: u64,
+    pub actual_ns: Option<u64>,
+    /// |actual gap − intended gap| at the sender, ns, from the pacer's clock just before send.
+    pub gap_error: Option<Quantiles>,
+    /// The same from kernel TX timestamps (when the packet reached the device), where available.
+    pub tx_gap_error: Option<Quantiles>,
+    /// |receive gap − intended gap| (kernel RX timestamps), ns: pacing plus path jitter.
+    pub rx_gap_error: Option<Quantiles>,
+    pub tolerance_ns: u64,
+    /// The sender's p99 gap error exceeded the tolerance: analyse with actual times or discard.
+    pub flagged: bool,
+    /// The receiver's report never came (peer gone or too slow): every probe counts as lost.
+    pub report_missing: bool,
+    /// The receiver cut its report short to stay within what it received from us.
+    pub report_truncated: bool,
+}
+
+/// Rider accounting of one train, for the estimator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrainRiderStats {
+    pub chunks: u32,
+    pub bytes: u64,
+    /// Rider bytes that would have crossed the path during the train anyway (they entered the
+    /// buffer within the train's planned window): estimators subtract them.
+    pub competing_bytes: u64,
+    pub empty_probes: u32,
+    /// Bytes of the probes that could carry a rider and left empty: the measurement's own
+    /// cost (the seed's "probe (nopbk)" bytes).
+    pub empty_bytes: u64,
+    pub standalone_fragments: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainResult {
+    pub train: u32,
+    pub peer: String,
+    /// The first probe's intended departure (to look up ground truth).
+    pub start_mono_ns: MonoNs,
+    pub probes: Vec<ProbeResult>,
+    pub stats: TrainStats,
+    /// What riders the train carried, if riders are on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub riders: Option<TrainRiderStats>,
+}
+
+impl TrainResult {
+    /// Put together what was asked, what the pacer did and what the receiver reported
+    /// (`None`: no report came). Arrivals of unknown, unsent or already seen probes are ignored.
+    pub fn assemble(
+        train: u32,
+        peer: String,
+        spec: &TrainSpec,
+        start_mono_ns: MonoNs,
+        sends: &[SendRecord],
+        report: Option<(&[Arrival], bool)>,
+    ) -> TrainResult {
+        let offsets = spec.offsets();
+        let mut probes: Vec<ProbeResult> = spec
+            .probes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let s = sends.get(i).copied().unwrap_or_default();
+                ProbeResult {
+                    index: i as u16,
+                    size: p.size,
+                    intended_ns: offsets[i],
+                    sent_ns: s.mono_ns.map(|m| m.since(start_mono_ns)),
+                    rx_ns: None,
+                    rx_size: None,
+                    tx_real_ns: s.real_ns,
+                    tx_kernel_ns: s.kernel_ns,
+                }
+            })
+            .collect();
+        for a in report.map_or(&[][..], |(r, _)| r) {
+            if let Some(p) = probes.get_mut(a.index as usize) {
+                if p.sent_ns.is_some() && p.rx_ns.is_none() {
+                    p.rx_ns = Some(a.rx_ns);
+                    p.rx_size = Some(a.size);
+                }
+            }
+        }
+        let sent = probes.iter().filter(|p| p.sent_ns.is_some()).count();
+        let received = probes.iter().filter(|p| p.rx_ns.is_some()).count();
+        let (mut gap_err, mut tx_gap_err, mut rx_gap_err) = (Vec::new(), Vec::new(), Vec::new());
+        let err = |a: u64, b: u64, intended: f64| (b as f64 - a as f64 - intended).abs();
+        for w in probes.windows(2) {
+            let intended = (w[1].intended_ns - w[0].intended_ns) as f64;
+            if let (Some(a), Some(b)) = (w[0].sent_ns, w[1].sent_ns) {
+                gap_err.push(err(a, b, intended));
+            }
+            if let (Some(a), Some(b)) = (w[0].tx_kernel_ns, w[1].tx_kernel_ns) {
+                tx_gap_err.push(err(a.0, b.0, intended));
+            }
+            if let (Some(a), Some(b)) = (w[0].rx_ns, w[1].rx_ns) {
+                rx_gap_err.push(err(a.0, b.0, intended));
+            }
+        }
+        let gap_error = Quantiles::of(gap_err);
+        let tx_gap_error = Quantiles::of(tx_gap_err);
+        // Judge by the actual departures (kernel) where known, else by the pacer's clock.
+        let judged = tx_gap_error.or(gap_error);
+        let tolerance_ns = spec.tolerance_ns.unwrap_or(DEFAULT_TOLERANCE_NS);
+        let first = probes.iter().find_map(|p| p.sent_ns);
+        let last = probes.iter().rev().find_map(|p| p.sent_ns);
+        TrainResult {
+            train,
+            peer,
+            start_mono_ns,
+            riders: None,
+            stats: TrainStats {
+                sent,
+                received,
+                lost: sent - received,
+                send_errors: probes.len() - sent,
+                planned_ns: spec.planned_ns(),
+                actual_ns: first.zip(last).map(|(a, b)| b - a),
+                flagged: judged.is_some_and(|q| q.p99 > tolerance_ns as f64) || sent < probes.len(),
+                gap_error,
+                tx_gap_error,
+                rx_gap_error: Quantiles::of(rx_gap_err),
+                tolerance_ns,
+                report_missing: report.is_none(),
+                report_truncated: report.is_some_and(|(_, t)| t),
+            },
+            probes,
+        }
+    }
+
+    /// Receive rate over the train: bits of probes 2..n over the first-to-last receive time.
+    pub fn rx_rate_bps(&self) -> Option<f64> {
+        let rx: Vec<&ProbeResult> = self.probes.iter().filter(|p| p.rx_ns.is_some()).collect();
+        let (first, last) = (rx.first()?, rx.last()?);
+        let span = last.rx_ns?.0.checked_sub(first.rx_ns?.0)?;
+        if span == 0 {
+            return None;
+        }
+        let bits: u64 = rx[1..]
+            .iter()
+            .map(|p| p.rx_size.unwrap_or(p.size) as u64 * 8)
+            .sum();
+        Some(bits as f64 * 1e9 / span as f64)
+    }
+
+    /// First-to-last receive time (dispersion), ns.
+    pub fn dispersion_ns(&self) -> Option<u64> {
+        let first = self.probes.iter().find_map(|p| p.rx_ns)?;
+        let last = self.probes.iter().rev().find_map(|p| p.rx_ns)?;
+        Some(last.since(first))
+    }
+
+    /// Relative one-way delays (receive − send, ns, arbitrary offset) of the received probes,
+    /// with their indices.
+    pub fn owds(&self) -> Vec<(usize, f64)> {
+        self.probes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| Some((i, p.rx_ns?.0 as f64 - p.sent_ns? as f64)))
+            .collect()
+    }
+
+    /// Probes sent and not received.
+    pub fn lost(&self) -> usize {
+        self.probes
+            .iter()
+            .filter(|p| p.sent_ns.is_some() && p.rx_ns.is_none())
+            .count()
+    }
+
+    /// Rider bytes this train carried that would have crossed the path during it anyway (seed
+    /// 000 §4.5.2): the host's own load moved into the probes. 0 without riders.
+    pub fn competing_bytes(&self) -> u64 {
+        self.riders.map_or(0, |r| r.competing_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sends(start: MonoNs, offsets: &[u64]) -> Vec<SendRecord> {
+        offsets
+            .iter()
+            .map(|o| SendRecord {
+                mono_ns: Some(start.add_ns(*o)),
+                real_ns: WallNs(5),
+                kernel_ns: None,
+            })
+            .collect()
+    }
+
+    fn arrival(index: u16, rx_ns: u64) -> Arrival {
+        Arrival {
+            index,
+            size: 1000,
+            rx_ns: WallNs(rx_ns),
+        }
+    }
+
+    #[test]
+    fn assemble_counts_losses_and_gap_errors() {
+        let spec = TrainSpec::uniform(4, 1000, 100_000);
+        let start = MonoNs(1_000_000);
+        let sends = sends(start, &[0, 100_200, 200_000, 300_100]);
+        let rx = vec![
+            arrival(0, 10_000_000),
+            arrival(1, 10_100_000),
+            arrival(3, 10_300_500),
+            arrival(3, 99), // duplicate ignored
+            arrival(9, 99), // unknown index ignored
+        ];
+        let r = TrainResult::assemble(1, "peer".into(), &spec, start, &sends, Some((&rx, false)));
+        assert_eq!((r.stats.sent, r.stats.received, r.stats.lost), (4, 3, 1));
+        assert_eq!(r.lost(), 1);
+        let g = r.stats.gap_error.unwrap();
+        assert_eq!(g.n, 3);
+        assert_eq!(g.max, 200.0);
+        assert_eq!(g.median, 200.0);
+        assert_eq!(r.stats.actual_ns, Some(300_100));
+        assert!(!r.stats.flagged);
+        assert_eq!(r.dispersion_ns(), Some(300_500));
+        assert_eq!(r.probes[3].rx_ns, Some(WallNs(10_300_500)));
+        let rate = r.rx_rate_bps().unwrap();
+        assert!((rate - 2.0 * 8000.0 / 300_500e-9).abs() < 1.0);
+        assert_eq!(r.owds()[1], (1, 10_100_000.0 - 100_200.0));
+        assert_eq!(r.competing_bytes(), 0);
+
+        let missing = TrainResult::assemble(2, "peer".into(), &spec, start, &sends, None);
+        assert!(missing.stats.report_missing);
+        assert_eq!(missing.stats.lost, 4);
+
+        let late = self::sends(start, &[0, 120_000, 200_000, 300_000]);
+        assert!(
+            TrainResult::assemble(3, "p".into(), &spec, start, &late, None)
+                .stats
+                .flagged
+        );
+        // A failed send flags the train and is not counted as sent.
+        let mut failed = self::sends(start, &[0, 100_000, 200_000, 300_000]);
+        failed[2].mono_ns = None;
+        let r = TrainResult::assemble(4, "p".into(), &spec, start, &failed, Some((&rx, true)));
+        assert_eq!((r.stats.sent, r.stats.send_errors), (3, 1));
+        assert!(r.stats.flagged && r.stats.report_truncated);
+    }
+}
