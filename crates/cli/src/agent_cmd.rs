@@ -3,8 +3,8 @@
 use crate::say;
 use anyhow::Result;
 use clap::Args;
-use mgrp_engine::agent::{Agent, AgentConfig};
 use mgrp_engine::auth::Key;
+use mgrp_engine::daemon::{Agent, AgentConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -196,7 +196,7 @@ pub(crate) fn builder() -> mgrp_service::Builder {
     })
 }
 
-fn print_counters(c: &mgrp_engine::agent::CounterSnapshot, json: bool) {
+fn print_counters(c: &mgrp_engine::daemon::CounterSnapshot, json: bool) {
     if json {
         say!("{}", serde_json::to_string(c).unwrap_or_default());
     } else {

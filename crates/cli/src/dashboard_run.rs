@@ -4,8 +4,8 @@
 //! testbed's ground truth is stored beside the estimates as metric `avail_bw_truth`.
 
 use anyhow::{anyhow, Result};
-use mgrp_engine::agent::Agent;
 use mgrp_engine::auth::Key;
+use mgrp_engine::daemon::Agent;
 use mgrp_service::config::{PathSchedule, ServiceConfig};
 use mgrp_service::http::Http;
 use mgrp_service::{Hub, Service};

@@ -4,9 +4,9 @@
 
 use crate::methods::Method;
 use anyhow::{anyhow, Result};
-use mgrp_engine::agent::{Agent, AgentConfig};
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
+use mgrp_engine::daemon::{Agent, AgentConfig};
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::Estimate;

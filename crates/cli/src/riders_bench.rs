@@ -6,9 +6,9 @@
 use crate::say;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use mgrp_engine::agent::{Agent, AgentConfig};
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
+use mgrp_engine::daemon::{Agent, AgentConfig};
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::riders::{RiderConfig, RiderSender};
 use mgrp_engine::run::run_estimator;

@@ -1,13 +1,13 @@
 //! The sending side of a session with a peer agent.
 
 use crate::auth::Key;
-use crate::ctrl::FrameIo;
+use crate::driver::conn::{ClientConn, RecvError};
 use crate::pacer::{Job, Pacer};
-use crate::train::{TrainResult, TrainSpec};
+use crate::proto::handshake::{AuthError, ClientHandshake};
+use crate::proto::sender::{Report, SenderSession};
+use crate::train::{arrivals, MonoNs, TrainResult, TrainSpec};
 use crate::Error;
 use mgrp_wire::control::Control;
-use mgrp_wire::probe::{self, ProbeHeader, FLAG_LAST, FLAG_MAY_CARRY};
-use mgrp_wire::VERSION;
 use rand::Rng;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::Arc;
@@ -20,11 +20,9 @@ const LEAD_NS: u64 = 300_000;
 
 pub struct Session {
     peer: SocketAddr,
-    ctrl: FrameIo,
+    ctrl: ClientConn,
     udp: Arc<UdpSocket>,
-    session: u32,
-    seq: u32,
-    next_train: u32,
+    proto: SenderSession,
     pacer: Arc<Pacer>,
     /// Kernel TX timestamps are on; the counter of the next successful send.
     tx_stamps: bool,
@@ -72,43 +70,26 @@ impl Session {
         sock.connect_timeout(&peer.into(), timeout)
             .map_err(refused)?;
         let stream: TcpStream = sock.into();
-        let mut ctrl = FrameIo::new(stream);
-        let mut nonce = [0u8; 16];
-        rand::rng().fill(&mut nonce);
+        let mut ctrl = ClientConn::new(stream);
         let unix_ms = mgrp_clock::realtime_ns() / 1_000_000;
-        ctrl.send(&Control::ClientHello {
-            version: VERSION,
-            nonce,
-            unix_ms,
-            mac: key.client_mac(&nonce, unix_ms),
-        })?;
-        let auth_err = |why: &str| Error::Auth {
+        let (hs, hello) = ClientHandshake::start(key, rand::rng().random(), unix_ms);
+        ctrl.send(&hello)?;
+        let auth_err = |cause| Error::Auth {
             peer: peer.to_string(),
-            why: why.into(),
+            cause,
         };
-        let reply =
-            match ctrl.recv(Instant::now() + timeout) {
-                Ok(Some(m)) => m,
-                Ok(None) => {
-                    return Err(auth_err(
-                        "no answer (wrong key, or clocks more than 60 s apart?)",
-                    ))
-                }
-                Err(_) => return Err(auth_err(
-                    "the agent closed the connection (wrong key, or clocks more than 60 s apart?)",
-                )),
-            };
-        let Control::ServerHello {
-            session,
-            nonce: snonce,
-            mac,
-        } = reply
-        else {
-            return Err(auth_err("unexpected answer to hello"));
-        };
-        if !key.verify_server(&nonce, &snonce, session, &mac) {
-            return Err(auth_err("the agent could not prove it holds the key"));
+        let session = match ctrl.recv(Instant::now() + timeout) {
+            Ok(Some(m)) => hs.handle(key, m),
+            Ok(None) => Err(AuthError::TimedOut(timeout)),
+            Err(RecvError::Proto(e)) => Err(hs.handle_recv_error(e)),
+            Err(RecvError::Io(e)) => {
+                return Err(Error::io(
+                    format!("read the answer to our hello from {peer}"),
+                    e,
+                ))
+            }
         }
+        .map_err(auth_err)?;
         let udp = UdpSocket::bind(if peer.is_ipv4() {
             "0.0.0.0:0"
         } else {
@@ -127,9 +108,7 @@ impl Session {
             peer,
             ctrl,
             udp: Arc::new(udp),
-            session,
-            seq: 0,
-            next_train: 1,
+            proto: SenderSession::new(session),
             pacer,
             tx_stamps,
             tx_id: 0,
@@ -142,7 +121,7 @@ impl Session {
     /// not take the riders' route.
     pub fn with_riders(mut self, r: Arc<crate::riders::RiderSender>) -> Session {
         if let std::net::IpAddr::V4(d) = self.peer.ip() {
-            r.link(d, self.udp.clone(), self.session);
+            r.link(d, self.udp.clone(), self.proto.session());
             self.riders = Some(r);
         }
         self
@@ -159,11 +138,11 @@ impl Session {
 
     /// The control connection's smoothed RTT and its mean deviation, from the kernel.
     pub fn control_rtt(&self) -> Option<(Duration, Duration)> {
-        self.ctrl.tcp_rtt()
+        self.ctrl.conn.tcp_rtt()
     }
 
     pub fn session_id(&self) -> u32 {
-        self.session
+        self.proto.session()
     }
 
     /// Say when the next train will leave (CLOCK_MONOTONIC ns), so riders can wait for it: the
@@ -177,39 +156,10 @@ impl Session {
     /// Send one train and wait for the receiver's report. A lost report (peer gone) ends the
     /// train after a bounded wait with every probe counted lost; it is not an error.
     pub fn send_train(&mut self, spec: &TrainSpec) -> Result<TrainResult, Error> {
-        spec.validate()?;
-        let train = self.next_train;
-        self.next_train = self.next_train.wrapping_add(1).max(1);
-        let n = spec.probes.len();
-        let mut packets = Vec::with_capacity(n);
-        for (i, p) in spec.probes.iter().enumerate() {
-            let mut flags = if p.may_carry { FLAG_MAY_CARRY } else { 0 };
-            if i + 1 == n {
-                flags |= FLAG_LAST;
-            }
-            let h = ProbeHeader {
-                flags,
-                session: self.session,
-                seq: self.seq,
-                train,
-                index: i as u16,
-                train_len: n as u16,
-                sent_ns: 0,
-            };
-            self.seq = self.seq.wrapping_add(1);
-            let mut buf = vec![0u8; p.size as usize];
-            probe::encode(&h, None, p.size as usize, &mut buf)
-                .map_err(|e| Error::BadInput(format!("probe {i}: {e}")))?;
-            packets.push(buf);
-        }
         let planned = Duration::from_nanos(spec.planned_ns());
-        let timeout = planned + REPORT_GRACE;
-        self.ctrl.send(&Control::TrainStart {
-            train,
-            count: n as u16,
-            bytes: spec.bytes().min(u32::MAX as u64) as u32,
-            timeout_ms: timeout.as_millis().min(u32::MAX as u128) as u32,
-        })?;
+        let out = self.proto.begin_train(spec, planned + REPORT_GRACE)?;
+        let train = out.train;
+        self.ctrl.send(&out.start)?;
         let start = mgrp_clock::now_ns() + LEAD_NS;
         let due_ns = spec.offsets().iter().map(|o| start + o).collect();
         let (riders, riders_done) = match (&self.riders, self.peer.ip()) {
@@ -223,7 +173,7 @@ impl Session {
         let (done_tx, done_rx) = std::sync::mpsc::sync_channel(1);
         self.pacer.submit(Job {
             sock: self.udp.clone(),
-            packets,
+            packets: out.packets,
             due_ns,
             ttls: spec.probes.iter().map(|p| p.ttl).collect(),
             riders,
@@ -236,23 +186,22 @@ impl Session {
         self.attach_tx_stamps(&mut sends);
         let sent = sends.iter().filter(|s| s.mono_ns.is_some()).count() as u16;
         // The peer may already be gone: then the report is simply missing.
-        let report = if self.ctrl.send(&Control::TrainEnd { train, sent }).is_ok() {
-            self.await_report(train, Instant::now() + REPORT_GRACE)
-        } else {
-            None
+        let report = match self.ctrl.send(&self.proto.end_train(train, sent)) {
+            Ok(()) => self.await_report(Instant::now() + REPORT_GRACE),
+            Err(_) => None,
         };
-        let peer = self.peer.to_string();
-        let mut result = match report {
-            Some((records, truncated)) => TrainResult::assemble(
-                train,
-                peer,
-                spec,
-                start,
-                &sends,
-                Some((&records, truncated)),
-            ),
-            None => TrainResult::assemble(train, peer, spec, start, &sends, None),
-        };
+        if report.is_none() {
+            self.proto.abandon();
+        }
+        let arrived = report.as_ref().map(|r| (arrivals(&r.records), r.truncated));
+        let mut result = TrainResult::assemble(
+            train,
+            self.peer.to_string(),
+            spec,
+            MonoNs(start),
+            &sends,
+            arrived.as_ref().map(|(a, t)| (&a[..], *t)),
+        );
         result.riders = rider_stats;
         Ok(result)
     }
@@ -280,19 +229,16 @@ impl Session {
         }
     }
 
-    fn await_report(
-        &mut self,
-        train: u32,
-        deadline: Instant,
-    ) -> Option<(Vec<mgrp_wire::control::RxRecord>, bool)> {
+    /// The awaited train's report, or `None` if it did not come by `deadline` (or the
+    /// connection failed: the peer is gone, or said something else).
+    fn await_report(&mut self, deadline: Instant) -> Option<Report> {
         loop {
             match self.ctrl.recv(deadline) {
-                Ok(Some(Control::TrainReport {
-                    train: t,
-                    truncated,
-                    received,
-                })) if t == train => return Some((received, truncated)),
-                Ok(Some(_)) => continue, // a late report of an earlier train
+                Ok(Some(m)) => match self.proto.handle_control(m) {
+                    Ok(Some(r)) => return Some(r),
+                    Ok(None) => continue, // a late report of an earlier train
+                    Err(_) => return None,
+                },
                 Ok(None) | Err(_) => return None,
             }
         }
@@ -302,7 +248,7 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         if let (Some(r), std::net::IpAddr::V4(d)) = (&self.riders, self.peer.ip()) {
-            r.unlink(d, self.session);
+            r.unlink(d, self.proto.session());
         }
         let _ = self.ctrl.send(&Control::Close);
     }

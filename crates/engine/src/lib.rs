@@ -1,22 +1,28 @@
 //! The mgrp probe engine: the I/O under every estimator.
 //!
-//! - [`agent::Agent`]: one per host. Accepts authenticated sessions on a TCP control port,
-//!   timestamps every probe on its UDP port with the kernel's receive time, and reports per-probe
-//!   receive times back to the sender. It also serves the local [`api`] for probers that are not
-//!   built in.
-//! - [`client::Session`]: the sending side of a session to a peer agent; sends trains through the
-//!   [`pacer`] and returns [`train::TrainResult`]s.
+//! - [`proto`]: the session protocol as sans-IO state machines (handshake, probe admission,
+//!   train reports), unit-tested without root.
+//! - [`daemon::Agent`]: one per host, assembled from the drivers: authenticated sessions on a
+//!   TCP control port, every probe on its UDP port timestamped by the kernel and reported back
+//!   to its sender; it also serves the local Probe API ([`daemon::api_server`]).
+//! - [`client::Session`]: the sending side of a session to a peer agent; sends trains through
+//!   the [`pacer`] and returns [`train::TrainResult`]s.
+//! - [`api`]: the Probe API's requests and responses, and a client for it.
 
-pub mod agent;
 pub mod api;
 pub mod auth;
 pub mod client;
-mod ctrl;
+pub mod daemon;
+mod driver;
 pub mod pacer;
+pub mod proto;
 pub mod riders;
 pub mod run;
 pub mod sock;
 pub mod train;
+
+pub use proto::handshake::AuthError;
+pub use proto::ProtoError;
 
 /// Default UDP probe port and TCP control port of an agent.
 pub const DEFAULT_PORT: u16 = 7240;
@@ -26,16 +32,20 @@ pub enum Error {
     #[error("{0}")]
     BadInput(String),
     #[error("{0}")]
+    Spec(#[from] train::SpecError),
+    #[error("{0}")]
     Key(String),
-    #[error("authentication with {peer} failed: {why}")]
-    Auth { peer: String, why: String },
+    #[error("cannot open a session with {peer}: {cause}")]
+    Auth { peer: String, cause: AuthError },
     // Not `source`: the cause is already in the message, and error chains would print it twice.
     #[error("{what}: {cause}")]
     Io { what: String, cause: std::io::Error },
-    #[error("protocol error from {peer}: {why}")]
-    Protocol { peer: String, why: String },
+    #[error("protocol error from {peer}: {cause}")]
+    Protocol { peer: String, cause: ProtoError },
     #[error("{0}")]
     Timeout(String),
+    #[error("{0}")]
+    Api(api::ApiError),
 }
 
 impl Error {

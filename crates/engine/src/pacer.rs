@@ -3,7 +3,7 @@
 //! Trains are serialized: one runs at a time, so probes of different trains never interleave.
 //! Between probes, other traffic (the host's own) may pass; nothing else is sent by the pacer.
 
-use crate::train::SendRecord;
+use crate::train::{MonoNs, SendRecord, WallNs};
 use crate::Error;
 use mgrp_clock::{now_ns, realtime_ns, sleep_until, tighten_timer_slack};
 use std::net::UdpSocket;
@@ -127,8 +127,8 @@ fn run(rx: Receiver<Job>) {
             let t = now_ns();
             let ok = job.sock.send(pkt).is_ok();
             records.push(SendRecord {
-                mono_ns: ok.then_some(t),
-                real_ns: real,
+                mono_ns: ok.then_some(MonoNs(t)),
+                real_ns: WallNs(real),
                 kernel_ns: None,
             });
         }

@@ -121,20 +121,8 @@ pub struct RiderSender {
     _routing: Routing,
 }
 
-/// Rider accounting of one train, for the estimator.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct TrainRiderStats {
-    pub chunks: u32,
-    pub bytes: u64,
-    /// Rider bytes that would have crossed the path during the train anyway (they entered the
-    /// buffer within the train's planned window): estimators subtract them.
-    pub competing_bytes: u64,
-    pub empty_probes: u32,
-    /// Bytes of the probes that could carry a rider and left empty: the measurement's own
-    /// cost (the seed's "probe (nopbk)" bytes).
-    pub empty_bytes: u64,
-    pub standalone_fragments: u32,
-}
+/// Rider accounting of one train, for the estimator (part of the train vocabulary).
+pub use mgrp_train::TrainRiderStats;
 
 impl RiderSender {
     /// Open the TUN, route the opted-in traffic into it, start the reader thread.

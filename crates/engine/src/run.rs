@@ -2,9 +2,8 @@
 //! `mgrp estimate`.
 
 use crate::client::Session;
-use crate::train::{ProbeSpec, TrainResult, TrainSpec};
 use crate::Error;
-use mgrp_estimate::{Estimate, Estimator, ProbeObs, TrainObs, TrainReq};
+use mgrp_estimate::{Estimate, Estimator};
 use std::time::{Duration, Instant};
 
 /// What the driver reports after each train.
@@ -15,41 +14,6 @@ pub struct Progress {
     pub elapsed: Duration,
     pub estimate: Option<Estimate>,
     pub flagged: bool,
-}
-
-/// An estimator's train as the engine's train spec. Pacing tolerance is the engine's default.
-pub fn to_spec(t: &TrainReq) -> TrainSpec {
-    TrainSpec {
-        probes: t
-            .probes
-            .iter()
-            .map(|p| ProbeSpec {
-                size: p.size,
-                gap_ns: p.gap_ns,
-                ttl: None,
-                // Any probe may carry a rider; the engine's ratio limits it to a train prefix.
-                may_carry: true,
-            })
-            .collect(),
-        tolerance_ns: None,
-    }
-}
-
-/// The engine's result as an estimator's observation.
-pub fn to_obs(r: &TrainResult) -> TrainObs {
-    TrainObs {
-        probes: r
-            .probes
-            .iter()
-            .map(|p| ProbeObs {
-                size: p.size,
-                sent_ns: p.sent_ns,
-                rx_ns: p.rx_ns,
-            })
-            .collect(),
-        flagged: r.stats.flagged,
-        competing_bytes: r.riders.map_or(0, |s| s.competing_bytes),
-    }
 }
 
 /// Run `est` until it is done, `deadline` passes or `stop()` says so, calling `progress` after
@@ -67,11 +31,11 @@ pub fn run_estimator(
         let now = mgrp_clock::now_ns();
         match est.poll_train(now) {
             Some(req) => {
-                let r = session.send_train(&to_spec(&req))?;
+                let r = session.send_train(&req)?;
                 trains += 1;
                 bytes += req.bytes();
                 let now = mgrp_clock::now_ns();
-                est.handle_train(now, &to_obs(&r));
+                est.handle_train(now, &r);
                 if !est.is_done() {
                     // Riders wait for the next train rather than leave just before it.
                     session.expect_next_train(est.next_wakeup().unwrap_or(now).max(now));

@@ -20,7 +20,7 @@ pub struct Datagram {
     pub len: usize,
     pub from: Option<SocketAddr>,
     /// CLOCK_REALTIME ns from the kernel; `None` if the kernel gave none.
-    pub rx_ns: Option<u64>,
+    pub rx_ns: Option<mgrp_train::WallNs>,
     /// The datagram was longer than the buffer and was cut.
     pub truncated: bool,
 }
@@ -40,7 +40,9 @@ pub fn recv_timestamped(sock: &UdpSocket, buf: &mut [u8]) -> std::io::Result<Dat
     if let Ok(cmsgs) = msg.cmsgs() {
         for c in cmsgs {
             if let ControlMessageOwned::ScmTimestampns(ts) = c {
-                rx_ns = Some(ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64);
+                rx_ns = Some(mgrp_train::WallNs(
+                    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64,
+                ));
             }
         }
     }
@@ -69,7 +71,7 @@ pub fn enable_tx_timestamps(sock: &UdpSocket) -> bool {
 }
 
 /// Collect pending TX timestamps from the error queue: (counter, CLOCK_REALTIME ns).
-pub fn drain_tx_timestamps(sock: &UdpSocket, out: &mut Vec<(u32, u64)>) {
+pub fn drain_tx_timestamps(sock: &UdpSocket, out: &mut Vec<(u32, mgrp_train::WallNs)>) {
     loop {
         let mut buf = [0u8; 64];
         let mut iov = [IoSliceMut::new(&mut buf)];
@@ -91,9 +93,9 @@ pub fn drain_tx_timestamps(sock: &UdpSocket, out: &mut Vec<(u32, u64)>) {
             for c in cmsgs {
                 match c {
                     ControlMessageOwned::ScmTimestampsns(t) => {
-                        ts = Some(
+                        ts = Some(mgrp_train::WallNs(
                             t.system.tv_sec() as u64 * 1_000_000_000 + t.system.tv_nsec() as u64,
-                        )
+                        ))
                     }
                     ControlMessageOwned::Ipv4RecvErr(e, _)
                         if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING =>
@@ -105,7 +107,7 @@ pub fn drain_tx_timestamps(sock: &UdpSocket, out: &mut Vec<(u32, u64)>) {
             }
         }
         if let (Some(id), Some(ts)) = (id, ts) {
-            if ts > 0 {
+            if ts.0 > 0 {
                 out.push((id, ts));
             }
         }

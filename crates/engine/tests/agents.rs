@@ -1,8 +1,8 @@
 //! Two agents in testbed namespaces: trains, authentication, bad input, vanishing peers.
 
-use mgrp_engine::agent::{Agent, AgentConfig};
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
+use mgrp_engine::daemon::{Agent, AgentConfig};
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::train::{ProbeSpec, TrainResult, TrainSpec};
 use mgrp_engine::Error;

@@ -1,8 +1,8 @@
 //! Estimators driven over real sessions on the testbed, against the bottleneck's ground truth.
 
-use mgrp_engine::agent::{Agent, AgentConfig};
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
+use mgrp_engine::daemon::{Agent, AgentConfig};
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};

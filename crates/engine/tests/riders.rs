@@ -2,9 +2,9 @@
 //! arrives intact under loss; forged, replayed and misaddressed riders are dropped and counted;
 //! reassembly stays bounded under a flood of first fragments; without a train pending, traffic is not delayed.
 
-use mgrp_engine::agent::{Agent, AgentConfig};
 use mgrp_engine::auth::{Key, RiderTagInput};
 use mgrp_engine::client::Session;
+use mgrp_engine::daemon::{Agent, AgentConfig};
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::riders::{RiderConfig, RiderSender};
 use mgrp_engine::train::TrainSpec;

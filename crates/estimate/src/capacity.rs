@@ -128,9 +128,7 @@ impl Estimator for CapacityEstimator {
         self.outstanding = true;
         self.start.get_or_insert(now_ns);
         let n = self.train_len();
-        let probes = (0..n)
-            .map(|_| ProbeSpec::new(self.p.size, 0))
-            .collect();
+        let probes = (0..n).map(|_| ProbeSpec::new(self.p.size, 0)).collect();
         self.bytes += self.p.size as u64 * n as u64;
         Some(TrainSpec::new(probes))
     }

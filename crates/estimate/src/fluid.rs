@@ -8,8 +8,8 @@
 //! in it (exact while cross traffic alone stays below C).
 
 use crate::{wire_bits, TrainResult, TrainSpec};
-use mgrp_train::{Arrival, MonoNs, SendRecord, WallNs};
 use mgrp_traffic::pattern::{CrossPattern, Schedule, ETH_HLEN};
+use mgrp_train::{Arrival, MonoNs, SendRecord, WallNs};
 
 pub struct FluidPath {
     capacity_bps: f64,

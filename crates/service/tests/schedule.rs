@@ -1,8 +1,8 @@
 //! The service keeps a path fresh on schedule and within its byte budget, counted at the
 //! testbed's bottleneck.
 
-use mgrp_engine::agent::{Agent, AgentConfig};
 use mgrp_engine::auth::Key;
+use mgrp_engine::daemon::{Agent, AgentConfig};
 use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
 use mgrp_estimate::chirp::{Chirp, ChirpParams};
 use mgrp_estimate::Estimator;

@@ -1,0 +1,136 @@
+//! A control connection's socket: bounded reads with a deadline, whole writes, and the
+//! kernel's RTT. What the bytes mean is decided in [`crate::proto`].
+
+use crate::proto::frames::FrameBuf;
+use crate::proto::ProtoError;
+use crate::Error;
+use mgrp_wire::control::Control;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Why a read ended without bytes.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The peer closed the connection (EOF or reset).
+    Closed,
+    Io(std::io::Error),
+}
+
+pub struct Conn {
+    pub stream: TcpStream,
+    pub peer: String,
+    chunk: Vec<u8>,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream) -> Conn {
+        let peer = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
+        let _ = stream.set_nodelay(true);
+        Conn {
+            stream,
+            peer,
+            chunk: vec![0; crate::proto::frames::READ_CHUNK],
+        }
+    }
+
+    /// The kernel's smoothed round-trip time of this connection and its mean deviation
+    /// (`TCP_INFO`): an RTT measurement that costs no packets of its own.
+    pub fn tcp_rtt(&self) -> Option<(Duration, Duration)> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: tcp_info is plain old data; getsockopt writes at most `len` bytes into it.
+        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let rc = unsafe {
+            libc::getsockopt(
+                self.stream.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                (&mut info as *mut libc::tcp_info).cast(),
+                &mut len,
+            )
+        };
+        (rc == 0 && info.tcpi_rtt > 0).then(|| {
+            (
+                Duration::from_micros(info.tcpi_rtt.into()),
+                Duration::from_micros(info.tcpi_rttvar.into()),
+            )
+        })
+    }
+
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.stream
+            .write_all(bytes)
+            .map_err(|e| Error::io(format!("send to {}", self.peer), e))
+    }
+
+    /// Read at most `room` bytes, waiting until `deadline`: `Ok(None)` if nothing came.
+    pub fn read(&mut self, room: usize, deadline: Instant) -> Result<Option<&[u8]>, ReadError> {
+        let room = room.min(self.chunk.len());
+        if room == 0 {
+            // Nothing may be read now (a full pre-auth frame is being judged): just wait.
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            return Ok(None);
+        }
+        let wait = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        self.stream
+            .set_read_timeout(Some(wait))
+            .map_err(ReadError::Io)?;
+        match self.stream.read(&mut self.chunk[..room]) {
+            Ok(0) => Err(ReadError::Closed),
+            Ok(n) => Ok(Some(&self.chunk[..n])),
+            Err(e) if crate::transient(&e) => Ok(None),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => Err(ReadError::Closed),
+            Err(e) => Err(ReadError::Io(e)),
+        }
+    }
+}
+
+/// Why the client side could not read the next message.
+#[derive(Debug)]
+pub enum RecvError {
+    Proto(ProtoError),
+    Io(std::io::Error),
+}
+
+/// The client side: a connection to an authenticated agent, framed.
+pub struct ClientConn {
+    pub conn: Conn,
+    frames: FrameBuf,
+}
+
+impl ClientConn {
+    pub fn new(stream: TcpStream) -> ClientConn {
+        ClientConn {
+            conn: Conn::new(stream),
+            frames: FrameBuf::open(),
+        }
+    }
+
+    pub fn send(&mut self, msg: &Control) -> Result<(), Error> {
+        self.conn.write(&crate::proto::encode(msg))
+    }
+
+    /// The next message, waiting at most until `deadline`: `Ok(None)` on timeout.
+    pub fn recv(&mut self, deadline: Instant) -> Result<Option<Control>, RecvError> {
+        loop {
+            if let Some(m) = self.frames.poll_message().map_err(RecvError::Proto)? {
+                return Ok(Some(m));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            match self.conn.read(self.frames.room(), deadline) {
+                Ok(Some(b)) => self.frames.handle_bytes(b),
+                Ok(None) => {}
+                Err(ReadError::Closed) => return Err(RecvError::Proto(ProtoError::Closed)),
+                Err(ReadError::Io(e)) => return Err(RecvError::Io(e)),
+            }
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! The agent's I/O drivers: sockets, threads and clocks around the [`crate::proto`] machines.
+
+pub mod conn;
+pub mod control;
+pub mod probe_rx;

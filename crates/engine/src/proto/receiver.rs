@@ -1,0 +1,700 @@
+//! The agent's side of sessions: which probes count (admission), and when and what to report.
+//!
+//! [`Receiver`] is the table of live sessions the probe socket feeds; [`ServerSession`] is one
+//! authenticated control connection, which decides when a train's report is ready and cuts it
+//! so the agent never sends a peer more bytes than that peer sent it.
+
+use super::frames::FrameBuf;
+use super::{encode, kind, later, ProtoError, LINGER, MAX_TRAIN_TIMEOUT};
+use crate::train::{WallNs, MAX_TRAIN_LEN};
+use mgrp_wire::control::{code, Control, RxRecord, FRAME_HEADER, REPORT_BASE_LEN, RX_RECORD_LEN};
+use mgrp_wire::probe::Probe;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+/// Why a datagram on the probe port was not timestamped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// Did not decode (truncated, oversized, garbage), or an impossible train.
+    Malformed,
+    /// Names no live session.
+    UnknownSession,
+    /// Names a session from an address that is not the session's peer.
+    WrongSource,
+    /// A probe of a train already reported (a straggler or a replay).
+    Stale,
+    /// Already seen in its train.
+    Duplicate,
+}
+
+/// What to do with a datagram.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict<'a> {
+    /// Timestamped into its train; hand its rider (if any) to the rider receiver.
+    Accepted {
+        peer: IpAddr,
+        probe: Probe<'a>,
+    },
+    /// Train 0: a rider fragment sent on its own, not part of any measurement.
+    RiderOnly {
+        peer: IpAddr,
+        probe: Probe<'a>,
+    },
+    Dropped(DropReason),
+}
+
+/// The agent already holds its maximum of authenticated sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the agent holds its maximum of {0} sessions")]
+pub struct SessionsFull(pub usize);
+
+#[derive(Debug)]
+struct RxTrain {
+    train: u32,
+    seen: Vec<bool>,
+    records: Vec<RxRecord>,
+    last_rx: Instant,
+}
+
+#[derive(Debug)]
+struct RxSession {
+    peer_ip: IpAddr,
+    train: Option<RxTrain>,
+    last_reported: u32,
+    udp_bytes_in: u64,
+}
+
+/// Live sessions, as the probe socket sees them.
+#[derive(Debug)]
+pub struct Receiver {
+    sessions: HashMap<u32, RxSession>,
+    max_sessions: usize,
+}
+
+impl Receiver {
+    pub fn new(max_sessions: usize) -> Receiver {
+        Receiver {
+            sessions: HashMap::new(),
+            max_sessions,
+        }
+    }
+
+    /// Open a session for an authenticated peer. `pick` draws random candidate ids (0 and
+    /// ids in use are skipped).
+    pub fn open(
+        &mut self,
+        peer_ip: IpAddr,
+        mut pick: impl FnMut() -> u32,
+    ) -> Result<u32, SessionsFull> {
+        if self.sessions.len() >= self.max_sessions {
+            return Err(SessionsFull(self.max_sessions));
+        }
+        let id = loop {
+            let id = pick();
+            if id != 0 && !self.sessions.contains_key(&id) {
+                break id;
+            }
+        };
+        self.sessions.insert(
+            id,
+            RxSession {
+                peer_ip,
+                train: None,
+                last_reported: 0,
+                udp_bytes_in: 0,
+            },
+        );
+        Ok(id)
+    }
+
+    pub fn close(&mut self, id: u32) {
+        self.sessions.remove(&id);
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// A datagram from `from` arrived at `now`, the kernel stamped it `rx_ns`; `truncated`
+    /// if it did not fit the read buffer.
+    pub fn handle_datagram<'a>(
+        &mut self,
+        now: Instant,
+        from: Option<IpAddr>,
+        bytes: &'a [u8],
+        truncated: bool,
+        rx_ns: WallNs,
+    ) -> Verdict<'a> {
+        use DropReason::*;
+        let probe = match mgrp_wire::probe::decode(bytes) {
+            Ok(p) if !truncated && (p.header.train_len as usize) <= MAX_TRAIN_LEN => p,
+            _ => return Verdict::Dropped(Malformed),
+        };
+        let h = probe.header;
+        let Some(st) = self.sessions.get_mut(&h.session) else {
+            return Verdict::Dropped(UnknownSession);
+        };
+        if from != Some(st.peer_ip) {
+            return Verdict::Dropped(WrongSource);
+        }
+        st.udp_bytes_in += bytes.len() as u64;
+        let peer = st.peer_ip;
+        // Train 0 is no train: a rider fragment sent on its own.
+        if h.train == 0 {
+            return match probe.rider {
+                Some(_) => Verdict::RiderOnly { peer, probe },
+                None => Verdict::Dropped(Malformed),
+            };
+        }
+        // An earlier train's probe (a straggler or a replay) is not news.
+        let current = st.train.as_ref().is_some_and(|t| t.train == h.train);
+        if h.train == st.last_reported || (!current && !later(h.train, st.last_reported)) {
+            return Verdict::Dropped(Stale);
+        }
+        if !current {
+            // A new train replaces an unreported older one (its sender moved on).
+            st.train = Some(RxTrain {
+                train: h.train,
+                seen: vec![false; h.train_len as usize],
+                records: Vec::new(),
+                last_rx: now,
+            });
+        }
+        let t = st.train.as_mut().expect("just set");
+        match t.seen.get_mut(h.index as usize) {
+            Some(seen) if !*seen => {
+                *seen = true;
+                t.records.push(RxRecord {
+                    index: h.index,
+                    size: bytes.len() as u16,
+                    rx_ns: rx_ns.0,
+                    sent_ns: h.sent_ns,
+                });
+                t.last_rx = now;
+                Verdict::Accepted { peer, probe }
+            }
+            Some(_) => Verdict::Dropped(Duplicate),
+            // The train's length changed under the same id: not a probe of this train.
+            None => Verdict::Dropped(Malformed),
+        }
+    }
+
+    /// Probes of `train` received so far in session `id`, and when the last came.
+    fn progress(&self, id: u32, train: u32) -> (usize, Option<Instant>) {
+        match self.sessions.get(&id).and_then(|s| s.train.as_ref()) {
+            Some(t) if t.train == train => (t.records.len(), Some(t.last_rx)),
+            _ => (0, None),
+        }
+    }
+
+    /// Mark `train` reported and hand over what arrived of it.
+    fn take_report(&mut self, id: u32, train: u32) -> Vec<RxRecord> {
+        let Some(st) = self.sessions.get_mut(&id) else {
+            return Vec::new();
+        };
+        st.last_reported = train;
+        match st.train.take() {
+            Some(t) if t.train == train => t.records,
+            other => {
+                st.train = other;
+                Vec::new()
+            }
+        }
+    }
+
+    fn udp_bytes_in(&self, id: u32) -> u64 {
+        self.sessions.get(&id).map_or(0, |s| s.udp_bytes_in)
+    }
+}
+
+/// A train the sender announced or ended, whose report is not sent yet.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    train: u32,
+    deadline: Instant,
+    /// The sender's TrainEnd: how many it sent, and when it said so.
+    ended: Option<(u16, Instant)>,
+}
+
+/// The session continues or the peer closed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Closed,
+}
+
+/// Bytes to send, and whether they are a train report (for the counters).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    pub bytes: Vec<u8>,
+    pub report: Option<ReportSent>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportSent {
+    pub train: u32,
+    pub records: usize,
+    /// Cut to stay within the bytes received from the peer.
+    pub truncated: bool,
+}
+
+/// One authenticated control connection, agent side.
+#[derive(Debug)]
+pub struct ServerSession {
+    id: u32,
+    frames: FrameBuf,
+    bytes_out: u64,
+    pending: Option<Pending>,
+    queued: Vec<Control>,
+}
+
+impl ServerSession {
+    /// A session `id` on a connection whose hello was read into `frames`.
+    pub fn new(id: u32, frames: FrameBuf) -> ServerSession {
+        ServerSession {
+            id,
+            frames,
+            bytes_out: 0,
+            pending: None,
+            queued: Vec::new(),
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Send `msg` (the server hello) before anything else.
+    pub fn queue(&mut self, msg: Control) {
+        self.queued.push(msg);
+    }
+
+    pub fn room(&self) -> usize {
+        self.frames.room()
+    }
+
+    pub fn handle_bytes(&mut self, bytes: &[u8]) {
+        self.frames.handle_bytes(bytes);
+    }
+
+    /// Act on the control messages buffered so far. An unexpected or malformed message ends
+    /// the session; for an unexpected one an error goes back first (see `poll_transmit`).
+    pub fn poll_control(&mut self, now: Instant) -> Result<Flow, ProtoError> {
+        while let Some(msg) = self.frames.poll_message()? {
+            match msg {
+                Control::TrainStart {
+                    train, timeout_ms, ..
+                } => {
+                    let wait = Duration::from_millis(timeout_ms as u64).min(MAX_TRAIN_TIMEOUT);
+                    self.pending = Some(Pending {
+                        train,
+                        deadline: now + wait,
+                        ended: None,
+                    });
+                }
+                Control::TrainEnd { train, sent } => match &mut self.pending {
+                    Some(p) if p.train == train => p.ended = Some((sent, now)),
+                    // An end without its start (the start was lost to a restart): report
+                    // what came after a short linger.
+                    _ => {
+                        self.pending = Some(Pending {
+                            train,
+                            deadline: now + LINGER,
+                            ended: Some((sent, now)),
+                        })
+                    }
+                },
+                Control::Close => return Ok(Flow::Closed),
+                other => {
+                    self.queued.push(Control::Error {
+                        code: code::BAD_MESSAGE,
+                        message: "unexpected message".into(),
+                    });
+                    return Err(ProtoError::Unexpected(kind(&other)));
+                }
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Is the pending train's report due at `now`?
+    fn ready(&self, now: Instant, rx: &Receiver) -> Option<u32> {
+        let p = self.pending?;
+        let (received, last_rx) = rx.progress(self.id, p.train);
+        let due = now >= p.deadline
+            || p.ended.is_some_and(|(sent, at)| {
+                received >= sent as usize
+                    || now.saturating_duration_since(last_rx.map_or(at, |l| l.max(at))) >= LINGER
+            });
+        due.then_some(p.train)
+    }
+
+    /// The next bytes to send: queued messages first, then a train report once it is ready,
+    /// cut so the agent never sends this peer more than it received from it.
+    pub fn poll_transmit(&mut self, now: Instant, rx: &mut Receiver) -> Option<Transmit> {
+        if !self.queued.is_empty() {
+            let msg = self.queued.remove(0);
+            return Some(self.transmit(&msg, None));
+        }
+        let train = self.ready(now, rx)?;
+        self.pending = None;
+        let mut records = rx.take_report(self.id, train);
+        let budget =
+            (rx.udp_bytes_in(self.id) + self.frames.bytes_in).saturating_sub(self.bytes_out);
+        let base = (FRAME_HEADER + REPORT_BASE_LEN) as u64;
+        let fits =
+            ((budget.saturating_sub(base) / RX_RECORD_LEN as u64) as usize).min(u16::MAX as usize);
+        let truncated = records.len() > fits;
+        records.truncate(fits);
+        let sent = ReportSent {
+            train,
+            records: records.len(),
+            truncated,
+        };
+        let msg = Control::TrainReport {
+            train,
+            truncated,
+            received: records,
+        };
+        Some(self.transmit(&msg, Some(sent)))
+    }
+
+    fn transmit(&mut self, msg: &Control, report: Option<ReportSent>) -> Transmit {
+        let bytes = encode(msg);
+        self.bytes_out += bytes.len() as u64;
+        Transmit { bytes, report }
+    }
+
+    /// When the pending report may become due without any new input (probes arriving can
+    /// make it due earlier: all received).
+    pub fn poll_timeout(&self, rx: &Receiver) -> Option<Instant> {
+        let p = self.pending?;
+        let linger = p.ended.map(|(_, at)| {
+            let (_, last_rx) = rx.progress(self.id, p.train);
+            last_rx.map_or(at, |l| l.max(at)) + LINGER
+        });
+        Some(linger.map_or(p.deadline, |l| l.min(p.deadline)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mgrp_wire::probe::{ProbeHeader, Rider, RiderProto};
+
+    const PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+    const OTHER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
+
+    fn probe(session: u32, train: u32, index: u16, len: u16, size: usize) -> Vec<u8> {
+        let h = ProbeHeader {
+            session,
+            train,
+            index,
+            train_len: len,
+            ..Default::default()
+        };
+        let mut b = vec![0; size];
+        mgrp_wire::probe::encode(&h, None, size, &mut b).unwrap();
+        b
+    }
+
+    fn rider_probe(session: u32, train: u32) -> Vec<u8> {
+        let h = ProbeHeader {
+            session,
+            train,
+            index: 0,
+            train_len: 1,
+            ..Default::default()
+        };
+        let r = Rider {
+            frag_id: 1,
+            offset: 0,
+            proto: RiderProto::Udp,
+            last: true,
+            data: &[1, 2, 3],
+            tag: [0; 16],
+        };
+        let mut b = vec![0; 200];
+        mgrp_wire::probe::encode(&h, Some(&r), 200, &mut b).unwrap();
+        b
+    }
+
+    fn open(rx: &mut Receiver) -> u32 {
+        let mut n = 0;
+        rx.open(PEER, || {
+            n += 7;
+            n
+        })
+        .unwrap()
+    }
+
+    fn feed(rx: &mut Receiver, now: Instant, from: IpAddr, b: &[u8]) -> Result<(), DropReason> {
+        match rx.handle_datagram(now, Some(from), b, false, WallNs(5)) {
+            Verdict::Accepted { .. } => Ok(()),
+            Verdict::RiderOnly { .. } => Err(DropReason::Malformed),
+            Verdict::Dropped(d) => Err(d),
+        }
+    }
+
+    #[test]
+    fn admission_rules() {
+        let t0 = Instant::now();
+        let mut rx = Receiver::new(4);
+        let s = open(&mut rx);
+        use DropReason::*;
+        assert_eq!(feed(&mut rx, t0, PEER, &[0xab; 40]), Err(Malformed));
+        // Truncated by the read buffer: malformed even if the header decodes.
+        let p = probe(s, 1, 0, 3, 100);
+        assert!(matches!(
+            rx.handle_datagram(t0, Some(PEER), &p, true, WallNs(1)),
+            Verdict::Dropped(Malformed)
+        ));
+        // A train longer than any sender may send.
+        let long = probe(s, 1, 0, (MAX_TRAIN_LEN + 1) as u16, 100);
+        assert_eq!(feed(&mut rx, t0, PEER, &long), Err(Malformed));
+        assert_eq!(
+            feed(&mut rx, t0, PEER, &probe(s + 1, 1, 0, 3, 100)),
+            Err(UnknownSession)
+        );
+        assert_eq!(feed(&mut rx, t0, OTHER, &p), Err(WrongSource));
+        assert_eq!(
+            rx.handle_datagram(t0, None, &p, false, WallNs(1)),
+            Verdict::Dropped(WrongSource)
+        );
+        assert_eq!(feed(&mut rx, t0, PEER, &p), Ok(()));
+        assert_eq!(feed(&mut rx, t0, PEER, &p), Err(Duplicate));
+        // Train 0: a rider on its own, or nothing.
+        assert_eq!(
+            feed(&mut rx, t0, PEER, &probe(s, 0, 0, 1, 100)),
+            Err(Malformed)
+        );
+        assert!(matches!(
+            rx.handle_datagram(t0, Some(PEER), &rider_probe(s, 0), false, WallNs(1)),
+            Verdict::RiderOnly { peer: PEER, .. }
+        ));
+        // Same train id, another length: the index is checked against the first length.
+        assert_eq!(
+            feed(&mut rx, t0, PEER, &probe(s, 1, 5, 9, 100)),
+            Err(Malformed)
+        );
+        // Only the right source's bytes count toward the report budget.
+        assert_eq!(rx.udp_bytes_in(s), 100 + 100 + 100 + 200 + 100);
+    }
+
+    #[test]
+    fn a_new_train_replaces_an_unreported_older_one_and_reported_trains_are_stale() {
+        let t0 = Instant::now();
+        let mut rx = Receiver::new(4);
+        let s = open(&mut rx);
+        feed(&mut rx, t0, PEER, &probe(s, 5, 0, 3, 64)).unwrap();
+        feed(&mut rx, t0, PEER, &probe(s, 6, 0, 3, 64)).unwrap();
+        assert_eq!(rx.progress(s, 5), (0, None));
+        assert_eq!(rx.progress(s, 6).0, 1);
+        let r = rx.take_report(s, 6);
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            feed(&mut rx, t0, PEER, &probe(s, 6, 1, 3, 64)),
+            Err(DropReason::Stale)
+        );
+        assert_eq!(
+            feed(&mut rx, t0, PEER, &probe(s, 4, 1, 3, 64)),
+            Err(DropReason::Stale)
+        );
+        // Ids wrap: after u32::MAX comes 1.
+        rx.take_report(s, u32::MAX);
+        assert_eq!(feed(&mut rx, t0, PEER, &probe(s, 1, 0, 3, 64)), Ok(()));
+    }
+
+    #[test]
+    fn sessions_are_bounded_and_ids_unique_and_nonzero() {
+        let mut rx = Receiver::new(2);
+        let mut ids = [0u32, 0, 9, 9, 11].into_iter();
+        let a = rx.open(PEER, || ids.next().unwrap()).unwrap();
+        let b = rx.open(PEER, || ids.next().unwrap()).unwrap();
+        assert_eq!((a, b), (9, 11));
+        assert_eq!(rx.open(PEER, || 5), Err(SessionsFull(2)));
+        rx.close(a);
+        assert_eq!(rx.len(), 1);
+        assert_eq!(rx.open(PEER, || 5), Ok(5));
+    }
+
+    fn frame(m: &Control) -> Vec<u8> {
+        encode(m)
+    }
+
+    fn session(rx: &mut Receiver, ctrl_in: usize) -> ServerSession {
+        let s = open(rx);
+        let mut f = FrameBuf::open();
+        f.handle_bytes(&vec![0; 0]);
+        let mut ss = ServerSession::new(s, f);
+        // Pretend the hello's bytes were read (budget).
+        ss.frames.bytes_in = ctrl_in as u64;
+        ss
+    }
+
+    fn start(ss: &mut ServerSession, now: Instant, train: u32, timeout_ms: u32) {
+        ss.handle_bytes(&frame(&Control::TrainStart {
+            train,
+            count: 3,
+            bytes: 300,
+            timeout_ms,
+        }));
+        assert_eq!(ss.poll_control(now), Ok(Flow::Continue));
+    }
+
+    fn end(ss: &mut ServerSession, now: Instant, train: u32, sent: u16) {
+        ss.handle_bytes(&frame(&Control::TrainEnd { train, sent }));
+        assert_eq!(ss.poll_control(now), Ok(Flow::Continue));
+    }
+
+    fn report(t: Option<Transmit>) -> Option<(u32, usize, bool)> {
+        let t = t?;
+        let Some((
+            Control::TrainReport {
+                train,
+                truncated,
+                received,
+            },
+            _,
+        )) = Control::decode_frame(&t.bytes).unwrap()
+        else {
+            panic!("not a report")
+        };
+        let sent = t.report.unwrap();
+        assert_eq!(
+            (sent.train, sent.records, sent.truncated),
+            (train, received.len(), truncated)
+        );
+        Some((train, received.len(), truncated))
+    }
+
+    #[test]
+    fn report_is_ready_when_all_arrived() {
+        let t0 = Instant::now();
+        let mut rx = Receiver::new(4);
+        let mut ss = session(&mut rx, 1000);
+        let s = ss.id();
+        start(&mut ss, t0, 1, 5000);
+        for i in 0..3 {
+            feed(&mut rx, t0, PEER, &probe(s, 1, i, 3, 100)).unwrap();
+        }
+        assert_eq!(
+            report(ss.poll_transmit(t0, &mut rx)),
+            None,
+            "no TrainEnd yet"
+        );
+        end(&mut ss, t0, 1, 3);
+        assert_eq!(report(ss.poll_transmit(t0, &mut rx)), Some((1, 3, false)));
+        assert_eq!(ss.poll_transmit(t0, &mut rx), None, "once");
+        assert_eq!(ss.poll_timeout(&rx), None);
+    }
+
+    #[test]
+    fn report_waits_linger_past_the_last_arrival_or_the_start_deadline() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut rx = Receiver::new(4);
+        let mut ss = session(&mut rx, 1000);
+        let s = ss.id();
+        start(&mut ss, t0, 1, 5000);
+        assert_eq!(ss.poll_timeout(&rx), Some(t0 + ms(5000)));
+        feed(&mut rx, t0, PEER, &probe(s, 1, 0, 3, 100)).unwrap();
+        end(&mut ss, t0 + ms(10), 1, 3);
+        // A straggler at 200 ms pushes the linger out.
+        feed(&mut rx, t0 + ms(200), PEER, &probe(s, 1, 1, 3, 100)).unwrap();
+        assert_eq!(ss.poll_timeout(&rx), Some(t0 + ms(200) + LINGER));
+        assert_eq!(ss.poll_transmit(t0 + ms(499), &mut rx), None);
+        assert_eq!(
+            report(ss.poll_transmit(t0 + ms(500), &mut rx)),
+            Some((1, 2, false))
+        );
+
+        // Without a TrainEnd, the start's deadline (capped) ends the wait.
+        start(&mut ss, t0, 2, u32::MAX);
+        assert_eq!(ss.poll_timeout(&rx), Some(t0 + MAX_TRAIN_TIMEOUT));
+        assert_eq!(ss.poll_transmit(t0 + ms(119_999), &mut rx), None);
+        assert_eq!(
+            report(ss.poll_transmit(t0 + MAX_TRAIN_TIMEOUT, &mut rx)),
+            Some((2, 0, false))
+        );
+        // A TrainEnd without a start: reported after LINGER.
+        end(&mut ss, t0, 7, 3);
+        assert_eq!(ss.poll_transmit(t0, &mut rx), None);
+        assert_eq!(
+            report(ss.poll_transmit(t0 + LINGER, &mut rx)),
+            Some((7, 0, false))
+        );
+    }
+
+    #[test]
+    fn never_send_a_peer_more_than_it_sent_us() {
+        let t0 = Instant::now();
+        let mut rx = Receiver::new(4);
+        let mut ss = session(&mut rx, 0);
+        let s = ss.id();
+        // The server hello goes out first and is paid for by what the peer sends.
+        ss.queue(Control::ServerHello {
+            session: s,
+            nonce: [0; 16],
+            mac: [0; 32],
+        });
+        assert!(ss.poll_transmit(t0, &mut rx).unwrap().report.is_none());
+        start(&mut ss, t0, 1, 5000);
+        end(&mut ss, t0, 1, 3);
+        for i in 0..3 {
+            feed(&mut rx, t0, PEER, &probe(s, 1, i, 3, 32)).unwrap();
+        }
+        let budget = 3 * 32 + ss.frames.bytes_in - ss.bytes_out;
+        let fits = ((budget - 12) / 20) as usize;
+        assert_eq!(fits, 2, "budget {budget}");
+        assert_eq!(report(ss.poll_transmit(t0, &mut rx)), Some((1, fits, true)));
+        let total_in = 3 * 32 + ss.frames.bytes_in;
+        assert!(ss.bytes_out <= total_in, "{} > {total_in}", ss.bytes_out);
+
+        // With room to spare the report is whole.
+        start(&mut ss, t0, 2, 5000);
+        end(&mut ss, t0, 2, 3);
+        for i in 0..3 {
+            feed(&mut rx, t0, PEER, &probe(s, 2, i, 3, 1000)).unwrap();
+        }
+        assert_eq!(report(ss.poll_transmit(t0, &mut rx)), Some((2, 3, false)));
+    }
+
+    #[test]
+    fn close_ends_and_unexpected_messages_get_an_error() {
+        let t0 = Instant::now();
+        let mut rx = Receiver::new(4);
+        let mut ss = session(&mut rx, 100);
+        ss.handle_bytes(&frame(&Control::Close));
+        assert_eq!(ss.poll_control(t0), Ok(Flow::Closed));
+        let mut ss = session(&mut rx, 100);
+        ss.handle_bytes(&frame(&Control::ServerHello {
+            session: 1,
+            nonce: [0; 16],
+            mac: [0; 32],
+        }));
+        assert_eq!(
+            ss.poll_control(t0),
+            Err(ProtoError::Unexpected("ServerHello"))
+        );
+        let t = ss.poll_transmit(t0, &mut rx).unwrap();
+        assert!(matches!(
+            Control::decode_frame(&t.bytes).unwrap(),
+            Some((
+                Control::Error {
+                    code: code::BAD_MESSAGE,
+                    ..
+                },
+                _
+            ))
+        ));
+        let mut ss = session(&mut rx, 100);
+        ss.handle_bytes(&[200, 0, 0, 0, 0]);
+        assert!(matches!(ss.poll_control(t0), Err(ProtoError::Malformed(_))));
+    }
+}
