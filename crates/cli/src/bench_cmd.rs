@@ -460,10 +460,15 @@ fn pacing_bench(b: PacingBench) -> Result<()> {
                         if let (Some(a), Some(b)) = (w[0].sent_ns, w[1].sent_ns) {
                             tx.push((b as f64 - a as f64 - want).abs() / 1e3);
                         }
-                        if let (Some(a), Some(b)) = (w[0].tx_kernel_ns, w[1].tx_kernel_ns) {
+                        if let (Some(a), Some(b)) = (
+                            w[0].tx_kernel_ns.map(|t| t.0),
+                            w[1].tx_kernel_ns.map(|t| t.0),
+                        ) {
                             ktx.push((b as f64 - a as f64 - want).abs() / 1e3);
                         }
-                        if let (Some(a), Some(b)) = (w[0].rx_ns, w[1].rx_ns) {
+                        if let (Some(a), Some(b)) =
+                            (w[0].rx_ns.map(|t| t.0), w[1].rx_ns.map(|t| t.0))
+                        {
                             rx.push((b as f64 - a as f64 - want).abs() / 1e3);
                         }
                     }

@@ -216,7 +216,7 @@ struct Counted<'a, E: Estimator> {
 }
 
 impl<E: Estimator> Estimator for Counted<'_, E> {
-    fn poll_train(&mut self, now_ns: u64) -> Option<mgrp_estimate::TrainReq> {
+    fn poll_train(&mut self, now_ns: u64) -> Option<mgrp_estimate::TrainSpec> {
         let t = self.inner.poll_train(now_ns)?;
         self.bytes += t.bytes();
         self.padding += t
@@ -226,8 +226,8 @@ impl<E: Estimator> Estimator for Counted<'_, E> {
             .sum::<u64>();
         Some(t)
     }
-    fn handle_train(&mut self, now_ns: u64, obs: &mgrp_estimate::TrainObs) {
-        self.riders += obs.competing_bytes;
+    fn handle_train(&mut self, now_ns: u64, obs: &mgrp_estimate::TrainResult) {
+        self.riders += obs.competing_bytes();
         self.inner.handle_train(now_ns, obs)
     }
     fn estimate(&self) -> Option<mgrp_estimate::Estimate> {

@@ -20,6 +20,12 @@ impl Lab {
         let dir = std::env::temp_dir().join(format!("mgrp-{name}"));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("key"), KEY).unwrap();
+        // Agents refuse key files other users can read.
+        std::fs::set_permissions(
+            dir.join("key"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
         let o = Command::new(MGRP)
             .args(["testbed", "up", "--name", &name, "--capacity", "100mbit"])
             .output()

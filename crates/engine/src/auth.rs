@@ -5,11 +5,12 @@
 //! a timestamp and a nonce; the server refuses hellos outside ±[`HELLO_WINDOW_MS`] and nonces it
 //! has seen within the window, so a captured hello cannot be replayed.
 
-use crate::Error;
 use hmac::{Hmac, Mac};
 use mgrp_wire::control::{MAC_LEN, NONCE_LEN};
 use sha2::Sha256;
 use std::collections::VecDeque;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 /// Accepted clock difference between a client hello and the server, and how long nonces are kept.
 pub const HELLO_WINDOW_MS: u64 = 60_000;
@@ -18,6 +19,43 @@ pub const HELLO_WINDOW_MS: u64 = 60_000;
 pub const MAX_NONCES: usize = 65_536;
 /// Environment variable that may hold the key (hex), instead of a key file.
 pub const KEY_ENV: &str = "MGRP_KEY";
+
+/// Why a key could not be had.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum KeyError {
+    #[error("key must be hex digits (e.g. from `openssl rand -hex 32`)")]
+    NotHex,
+    #[error("key is {0} bytes; use at least 16 (32 hex digits)")]
+    TooShort(usize),
+    #[error("cannot read key file {path}: {cause}")]
+    Read {
+        path: String,
+        cause: std::sync::Arc<std::io::Error>,
+    },
+    #[error(
+        "key file {path} can be read by other users (mode {mode:04o}); run `chmod 600 {path}`"
+    )]
+    Exposed { path: String, mode: u32 },
+    #[error("{path}: {cause}")]
+    InFile { path: String, cause: Box<KeyError> },
+    #[error("{KEY_ENV}: {0}")]
+    InEnv(Box<KeyError>),
+    #[error(
+        "no key: pass --key-file FILE or set {KEY_ENV} (hex); keys never go on the command line"
+    )]
+    Missing,
+}
+
+/// Refuse a key file whose mode lets users other than its owner and group at it.
+fn check_private(path: &Path, mode: u32) -> Result<(), KeyError> {
+    if mode & 0o007 != 0 {
+        return Err(KeyError::Exposed {
+            path: path.display().to_string(),
+            mode: mode & 0o7777,
+        });
+    }
+    Ok(())
+}
 
 /// A pre-shared key: at least 16 bytes.
 #[derive(Clone)]
@@ -67,42 +105,45 @@ impl Key {
     }
 
     /// From hex text (whitespace ignored), at least 32 hex digits.
-    pub fn from_hex(text: &str) -> Result<Key, Error> {
+    pub fn from_hex(text: &str) -> Result<Key, KeyError> {
         let t: String = text.chars().filter(|c| !c.is_whitespace()).collect();
         if t.len() % 2 != 0 || !t.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(Error::Key(
-                "key must be hex digits (e.g. from `openssl rand -hex 32`)".into(),
-            ));
+            return Err(KeyError::NotHex);
         }
         let bytes: Vec<u8> = (0..t.len())
             .step_by(2)
             .map(|i| u8::from_str_radix(&t[i..i + 2], 16).expect("hex"))
             .collect();
         if bytes.len() < 16 {
-            return Err(Error::Key(format!(
-                "key is {} bytes; use at least 16 (32 hex digits)",
-                bytes.len()
-            )));
+            return Err(KeyError::TooShort(bytes.len()));
         }
         Ok(Key(bytes))
     }
 
-    /// From a file holding the hex key. The file should be readable by its owner only.
-    pub fn from_file(path: &std::path::Path) -> Result<Key, Error> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::Key(format!("cannot read key file {}: {e}", path.display())))?;
-        Key::from_hex(&text).map_err(|e| Error::Key(format!("{}: {e}", path.display())))
+    /// From a file holding the hex key. The file must not be accessible to others (mode
+    /// `o-rwx`, e.g. 0600 or 0640): a key anyone on the host can read is refused.
+    pub fn from_file(path: &Path) -> Result<Key, KeyError> {
+        let shown = path.display().to_string();
+        let read_err = |e| KeyError::Read {
+            path: shown.clone(),
+            cause: std::sync::Arc::new(e),
+        };
+        let meta = std::fs::metadata(path).map_err(read_err)?;
+        check_private(path, meta.permissions().mode())?;
+        let text = std::fs::read_to_string(path).map_err(read_err)?;
+        Key::from_hex(&text).map_err(|e| KeyError::InFile {
+            path: shown,
+            cause: Box::new(e),
+        })
     }
 
     /// From `--key-file` if given, else from the MGRP_KEY environment variable.
-    pub fn load(file: Option<&std::path::Path>) -> Result<Key, Error> {
+    pub fn load(file: Option<&Path>) -> Result<Key, KeyError> {
         match file {
             Some(p) => Key::from_file(p),
             None => match std::env::var(KEY_ENV) {
-                Ok(v) => Key::from_hex(&v).map_err(|e| Error::Key(format!("{KEY_ENV}: {e}"))),
-                Err(_) => Err(Error::Key(format!(
-                    "no key: pass --key-file FILE or set {KEY_ENV} (hex); keys never go on the command line"
-                ))),
+                Ok(v) => Key::from_hex(&v).map_err(|e| KeyError::InEnv(Box::new(e))),
+                Err(_) => Err(KeyError::Missing),
             },
         }
     }
@@ -231,6 +272,33 @@ mod tests {
 
     fn key() -> Key {
         Key::from_hex("00112233445566778899aabbccddeeff").unwrap()
+    }
+
+    #[test]
+    fn key_files_readable_by_others_are_refused() {
+        let dir = std::env::temp_dir().join(format!("mgrp-key-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("key");
+        std::fs::write(&p, "00112233445566778899aabbccddeeff\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Key::from_file(&p).unwrap_err();
+        assert!(matches!(e, KeyError::Exposed { mode: 0o644, .. }), "{e:?}");
+        assert!(e.to_string().contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(Key::from_file(&p).is_ok());
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert!(
+            Key::from_file(&p).is_ok(),
+            "group-readable is the operator's choice"
+        );
+        std::fs::write(&p, "zz").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(matches!(Key::from_file(&p), Err(KeyError::InFile { .. })));
+        assert!(matches!(
+            Key::from_file(&dir.join("missing")),
+            Err(KeyError::Read { .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

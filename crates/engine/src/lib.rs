@@ -34,7 +34,7 @@ pub enum Error {
     #[error("{0}")]
     Spec(#[from] train::SpecError),
     #[error("{0}")]
-    Key(String),
+    Key(#[from] auth::KeyError),
     #[error("cannot open a session with {peer}: {cause}")]
     Auth { peer: String, cause: AuthError },
     // Not `source`: the cause is already in the message, and error chains would print it twice.

@@ -12,7 +12,7 @@ use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::run_estimator;
-use mgrp_estimate::{Estimate, Estimator, TrainObs, TrainReq};
+use mgrp_estimate::{Estimate, Estimator, TrainResult, TrainSpec};
 use mgrp_store::{Durability, EstimateStore, Record, Store};
 use passive::{PassiveState, PassiveView};
 use serde::Serialize;
@@ -86,7 +86,7 @@ impl<'a> Budgeted<'a> {
 }
 
 impl Estimator for Budgeted<'_> {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
+    fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
         if self.exhausted {
             return None;
         }
@@ -98,7 +98,7 @@ impl Estimator for Budgeted<'_> {
         self.remaining -= t.bytes();
         Some(t)
     }
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+    fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         self.probes_sent += obs.probes.iter().filter(|p| p.sent_ns.is_some()).count() as u64;
         self.probes_lost += obs.lost() as u64;
         self.inner.handle_train(now_ns, obs)

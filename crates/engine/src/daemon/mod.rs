@@ -11,7 +11,7 @@ use crate::proto::receiver::Receiver;
 use crate::sock::enable_rx_timestamps;
 use crate::Error;
 use serde::Serialize;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -75,7 +75,8 @@ counters! {
     auth_replays: "hellos replayed or outside the clock window",
     sessions_opened: "sessions authenticated",
     connections_refused: "authenticated connections refused because the agent held its maximum of sessions",
-    pre_auth_refused: "connections refused because too many (in all or from their address) were still saying hello",
+    pre_auth_refused: "connections refused because too many from their address were still saying hello",
+    pre_auth_evicted: "connections still saying hello closed to make room for a newcomer",
     reports_sent: "train reports sent",
     reports_truncated: "reports cut to stay within the bytes received from the peer",
     control_errors: "control connections ended by a malformed message",
@@ -93,7 +94,7 @@ pub(crate) struct Shared {
     pub key: Key,
     pub receiver: Mutex<Receiver>,
     pub replay: Mutex<ReplayGuard>,
-    pub gate: Mutex<PreAuthGate>,
+    pub gate: Mutex<PreAuthGate<TcpStream>>,
     pub counters: Counters,
     pub stop: AtomicBool,
     pub pacer: Arc<Pacer>,
@@ -109,7 +110,7 @@ impl Shared {
     pub fn replay(&self) -> MutexGuard<'_, ReplayGuard> {
         self.replay.lock().unwrap_or_else(|e| e.into_inner())
     }
-    pub fn gate(&self) -> MutexGuard<'_, PreAuthGate> {
+    pub fn gate(&self) -> MutexGuard<'_, PreAuthGate<TcpStream>> {
         self.gate.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -25,15 +25,26 @@ pub fn accept_loop(tcp: TcpListener, s: Arc<Shared>) {
     while !s.stop.load(Ordering::Relaxed) {
         match tcp.accept() {
             Ok((stream, from)) => {
-                if let Err(full) = s.gate().enter(from.ip()) {
-                    bump(&s.counters.pre_auth_refused);
-                    refuse(stream, &full.to_string());
+                let Ok(handle) = stream.try_clone() else {
                     continue;
+                };
+                let ticket = match s.gate().enter(Instant::now(), from.ip(), handle) {
+                    Ok(t) => t,
+                    Err(full) => {
+                        bump(&s.counters.pre_auth_refused);
+                        refuse(stream, &full.to_string());
+                        continue;
+                    }
+                };
+                if let Some(old) = ticket.evicted {
+                    // Its thread sees the connection end and gives up.
+                    bump(&s.counters.pre_auth_evicted);
+                    let _ = old.shutdown(std::net::Shutdown::Both);
                 }
-                let s2 = s.clone();
-                match spawn("mgrp-conn", move || serve_connection(stream, from, &s2)) {
+                let (s2, id) = (s.clone(), ticket.id);
+                match spawn("mgrp-conn", move || serve_connection(stream, from, id, &s2)) {
                     Ok(h) => conns.push(h),
-                    Err(_) => s.gate().leave(from.ip()),
+                    Err(_) => s.gate().leave(id),
                 }
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -62,12 +73,12 @@ fn refuse(mut stream: TcpStream, why: &str) {
     let _ = stream.shutdown(std::net::Shutdown::Write);
 }
 
-fn serve_connection(stream: TcpStream, from: SocketAddr, s: &Shared) {
+fn serve_connection(stream: TcpStream, from: SocketAddr, ticket: u64, s: &Shared) {
     let _ = stream.set_nonblocking(false);
     let mut conn = Conn::new(stream);
     let hello = handshake(&mut conn, s);
     // Authenticated or not, the connection no longer holds a pre-auth slot.
-    s.gate().leave(from.ip());
+    s.gate().leave(ticket);
     let Some(auth) = hello else { return };
     let c = &s.counters;
     let opened = s.receiver().open(from.ip(), || rand::rng().random());

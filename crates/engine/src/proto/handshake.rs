@@ -11,7 +11,6 @@ use super::{kind, ProtoError};
 use crate::auth::{HelloRefusal, Key, ReplayGuard};
 use mgrp_wire::control::{code, Control, NONCE_LEN};
 use mgrp_wire::VERSION;
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -123,50 +122,102 @@ pub fn busy(what: &str) -> Control {
     }
 }
 
-/// Admission of connections that have not authenticated yet.
-#[derive(Debug, Default)]
-pub struct PreAuthGate {
-    per_addr: HashMap<IpAddr, usize>,
-    total: usize,
+/// Admission of connections that have not authenticated yet. Each holds a driver's `handle`
+/// (e.g. a socket clone) so an evicted one can be closed.
+///
+/// Per source address at most [`MAX_PRE_AUTH_PER_ADDR`] wait; a newcomer beyond that is
+/// refused. When [`MAX_PRE_AUTH`] wait in all, a newcomer is still admitted and the oldest
+/// connection of the address holding most slots is evicted: an attacker with many idle sockets
+/// loses its own first, and a client that says hello at once is not starved.
+#[derive(Debug)]
+pub struct PreAuthGate<T> {
+    entries: Vec<GateEntry<T>>,
+    next_id: u64,
+}
+
+#[derive(Debug)]
+struct GateEntry<T> {
+    id: u64,
+    addr: IpAddr,
+    since: Instant,
+    handle: T,
 }
 
 /// Why a new connection was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum GateFull {
-    #[error("too many connections waiting to authenticate")]
-    Total,
-    #[error("too many connections waiting to authenticate from this address")]
-    PerAddr,
+#[error("too many connections waiting to authenticate from this address")]
+pub struct GateFull;
+
+/// An admitted connection's ticket, and the connection evicted to make room (if any).
+#[derive(Debug)]
+pub struct Admitted<T> {
+    pub id: u64,
+    pub evicted: Option<T>,
 }
 
-impl PreAuthGate {
-    /// Admit a connection from `addr`, or say why not. Every admission is paired with
-    /// [`PreAuthGate::leave`] once the connection authenticates or ends.
-    pub fn enter(&mut self, addr: IpAddr) -> Result<(), GateFull> {
-        if self.total >= MAX_PRE_AUTH {
-            return Err(GateFull::Total);
+impl<T> Default for PreAuthGate<T> {
+    fn default() -> Self {
+        PreAuthGate {
+            entries: Vec::new(),
+            next_id: 0,
         }
-        let n = self.per_addr.entry(addr).or_insert(0);
-        if *n >= MAX_PRE_AUTH_PER_ADDR {
-            return Err(GateFull::PerAddr);
+    }
+}
+
+impl<T> PreAuthGate<T> {
+    /// Admit a connection from `addr` at `now`, or say why not. Every admission is paired
+    /// with [`PreAuthGate::leave`] once the connection authenticates or ends.
+    pub fn enter(
+        &mut self,
+        now: Instant,
+        addr: IpAddr,
+        handle: T,
+    ) -> Result<Admitted<T>, GateFull> {
+        if self.count(addr) >= MAX_PRE_AUTH_PER_ADDR {
+            return Err(GateFull);
         }
-        *n += 1;
-        self.total += 1;
-        Ok(())
+        let evicted = if self.entries.len() >= MAX_PRE_AUTH {
+            let most = self
+                .entries
+                .iter()
+                .map(|e| self.count(e.addr))
+                .max()
+                .unwrap_or(0);
+            let victim = self
+                .entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| self.count(e.addr) == most)
+                .min_by_key(|(_, e)| e.since)
+                .map(|(i, _)| i);
+            victim.map(|i| self.entries.swap_remove(i).handle)
+        } else {
+            None
+        };
+        self.next_id += 1;
+        self.entries.push(GateEntry {
+            id: self.next_id,
+            addr,
+            since: now,
+            handle,
+        });
+        Ok(Admitted {
+            id: self.next_id,
+            evicted,
+        })
     }
 
-    pub fn leave(&mut self, addr: IpAddr) {
-        if let Some(n) = self.per_addr.get_mut(&addr) {
-            *n -= 1;
-            self.total -= 1;
-            if *n == 0 {
-                self.per_addr.remove(&addr);
-            }
-        }
+    /// The connection `id` authenticated or ended (a no-op if it was evicted).
+    pub fn leave(&mut self, id: u64) {
+        self.entries.retain(|e| e.id != id);
     }
 
     pub fn waiting(&self) -> usize {
-        self.total
+        self.entries.len()
+    }
+
+    fn count(&self, addr: IpAddr) -> usize {
+        self.entries.iter().filter(|e| e.addr == addr).count()
     }
 }
 
@@ -368,31 +419,49 @@ mod tests {
     }
 
     #[test]
-    fn pre_auth_gate_bounds_total_and_per_address() {
+    fn pre_auth_gate_bounds_per_address_and_evicts_the_greediest_oldest() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
         let mut g = PreAuthGate::default();
         let a: IpAddr = "10.0.0.1".parse().unwrap();
-        for _ in 0..MAX_PRE_AUTH_PER_ADDR {
-            g.enter(a).unwrap();
+        let mut a_ids = Vec::new();
+        for i in 0..MAX_PRE_AUTH_PER_ADDR as u64 {
+            let t = g.enter(at(i), a, ("a", i)).unwrap();
+            assert!(t.evicted.is_none());
+            a_ids.push(t.id);
         }
-        assert_eq!(g.enter(a), Err(GateFull::PerAddr));
-        // Other addresses still get in, up to the total.
-        let mut others = 0;
-        for i in 0..255u8 {
-            let b = IpAddr::from([10, 0, 1, i]);
-            match g.enter(b) {
-                Ok(()) => others += 1,
-                Err(e) => {
-                    assert_eq!(e, GateFull::Total);
-                    break;
-                }
-            }
+        assert_eq!(g.enter(at(9), a, ("a", 9)).unwrap_err(), GateFull);
+        // Fill the rest from single-socket addresses.
+        for i in 0..(MAX_PRE_AUTH - MAX_PRE_AUTH_PER_ADDR) as u64 {
+            let b = IpAddr::from([10, 0, 1, i as u8]);
+            assert!(g.enter(at(100 + i), b, ("b", i)).unwrap().evicted.is_none());
         }
-        assert_eq!(others + MAX_PRE_AUTH_PER_ADDR, MAX_PRE_AUTH);
-        g.leave(a);
-        assert_eq!(g.waiting(), MAX_PRE_AUTH - 1);
-        g.enter(a).unwrap();
-        // Leaving an address never admitted changes nothing.
-        g.leave("10.9.9.9".parse().unwrap());
         assert_eq!(g.waiting(), MAX_PRE_AUTH);
+        // A newcomer gets in; the greediest address loses its oldest connection.
+        let c: IpAddr = "10.0.2.1".parse().unwrap();
+        let t = g.enter(at(500), c, ("c", 0)).unwrap();
+        assert_eq!(t.evicted, Some(("a", 0)));
+        assert_eq!(g.waiting(), MAX_PRE_AUTH);
+        // The evicted one leaving later changes nothing; others leave normally.
+        g.leave(a_ids[0]);
+        assert_eq!(g.waiting(), MAX_PRE_AUTH);
+        g.leave(t.id);
+        assert_eq!(g.waiting(), MAX_PRE_AUTH - 1);
+        // `a` has room for one again.
+        assert!(g.enter(at(600), a, ("a", 10)).is_ok());
+    }
+
+    #[test]
+    fn with_one_socket_per_address_the_oldest_goes() {
+        let t0 = Instant::now();
+        let mut g = PreAuthGate::default();
+        for i in 0..MAX_PRE_AUTH as u64 {
+            let ip = IpAddr::from([10, 0, 3, i as u8]);
+            g.enter(t0 + Duration::from_millis(i), ip, i).unwrap();
+        }
+        let t = g
+            .enter(t0 + Duration::from_secs(1), "10.0.4.1".parse().unwrap(), 99)
+            .unwrap();
+        assert_eq!(t.evicted, Some(0));
     }
 }

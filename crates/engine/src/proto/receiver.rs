@@ -529,9 +529,7 @@ mod tests {
 
     fn session(rx: &mut Receiver, ctrl_in: usize) -> ServerSession {
         let s = open(rx);
-        let mut f = FrameBuf::open();
-        f.handle_bytes(&vec![0; 0]);
-        let mut ss = ServerSession::new(s, f);
+        let mut ss = ServerSession::new(s, FrameBuf::open());
         // Pretend the hello's bytes were read (budget).
         ss.frames.bytes_in = ctrl_in as u64;
         ss
