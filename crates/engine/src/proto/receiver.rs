@@ -156,6 +156,11 @@ impl Receiver {
         if h.train == st.last_reported || (!current && !later(h.train, st.last_reported)) {
             return Verdict::Dropped(Stale);
         }
+        // A straggler of a train older than the one in progress must not replace it: only the
+        // sender moving on (a later id) ends an unreported train.
+        if !current && st.train.as_ref().is_some_and(|t| !later(h.train, t.train)) {
+            return Verdict::Dropped(Stale);
+        }
         if !current {
             // A new train replaces an unreported older one (its sender moved on).
             st.train = Some(RxTrain {
@@ -494,6 +499,12 @@ mod tests {
         feed(&mut rx, t0, PEER, &probe(s, 5, 0, 3, 64)).unwrap();
         feed(&mut rx, t0, PEER, &probe(s, 6, 0, 3, 64)).unwrap();
         assert_eq!(rx.progress(s, 5), (0, None));
+        assert_eq!(rx.progress(s, 6).0, 1);
+        // A late probe of the replaced train is a straggler: train 6 keeps its probe.
+        assert_eq!(
+            feed(&mut rx, t0, PEER, &probe(s, 5, 1, 3, 64)),
+            Err(DropReason::Stale)
+        );
         assert_eq!(rx.progress(s, 6).0, 1);
         let r = rx.take_report(s, 6);
         assert_eq!(r.len(), 1);
