@@ -153,6 +153,9 @@ fn keeps_a_path_fresh_within_its_budget() {
     );
     assert!(recs.len() >= 3, "{recs:?} {c:?}");
     assert_eq!(c.skipped_for_budget + c.cut_by_budget, 0, "{c:?}");
-    assert!(!view.budget_configured && !view.budget_exhausted, "{view:?}");
+    assert!(
+        !view.budget_configured && !view.budget_exhausted,
+        "{view:?}"
+    );
     assert!(view.budget_bytes_per_min >= 2_000_000, "{view:?}");
 }
