@@ -1,11 +1,11 @@
 //! The default probe-byte budget: what one estimate of the method costs at the path's
 //! capacity, with room to spare, so a schedule without a configured budget is never cut
 //! short by it. The cost is found by running the method's estimator on the fluid bottleneck
-//! model (`mgrp_estimate::fluid`) at that capacity, half of it taken by cross traffic.
+//! model (`mgrp_estimate::fluid`) at that capacity, half of it taken by cross traffic, and
+//! reading the probe bytes its estimate's quality tuple reports.
 
 use crate::Builder;
 use mgrp_estimate::fluid::{drive, FluidPath};
-use mgrp_estimate::{Estimate, Estimator, TrainObs, TrainReq};
 use mgrp_traffic::pattern::CrossPattern;
 
 /// The least default budget a minute (the fixed default before budgets were derived).
@@ -20,35 +20,6 @@ const MARGIN: f64 = 2.0;
 
 /// Simulated time one estimate may take at most.
 const HORIZON_NS: u64 = 60_000_000_000;
-
-/// Counts the bytes of the trains an estimator sends.
-struct Counting<'a> {
-    inner: &'a mut dyn Estimator,
-    bytes: u64,
-}
-
-impl Estimator for Counting<'_> {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
-        let t = self.inner.poll_train(now_ns)?;
-        self.bytes += t.bytes();
-        Some(t)
-    }
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
-        self.inner.handle_train(now_ns, obs)
-    }
-    fn estimate(&self) -> Option<Estimate> {
-        self.inner.estimate()
-    }
-    fn is_done(&self) -> bool {
-        self.inner.is_done()
-    }
-    fn next_wakeup(&self) -> Option<u64> {
-        self.inner.next_wakeup()
-    }
-    fn capacity(&self) -> Option<Estimate> {
-        self.inner.capacity()
-    }
-}
 
 /// Probe bytes one measurement of `method` sends on a path of `capacity_bps` (`None`: not yet
 /// measured, so the round the builder makes then is the one that measures it).
@@ -65,12 +36,15 @@ pub fn expected_bytes(
         .map_err(|e| e.to_string())?;
     // A 100-packet buffer and 10 ms each way, as the estimators' own tests use.
     let mut path = FluidPath::new(c, 100.0 * 1514.0, 10_000_000, Some(cross))?;
-    let mut counting = Counting {
-        inner: &mut *est,
-        bytes: 0,
-    };
-    drive(&mut counting, &mut path, HORIZON_NS);
-    Ok(counting.bytes)
+    // What an estimate says it cost (its quality tuple counts every probe byte sent for it).
+    let estimates = drive(&mut *est, &mut path, HORIZON_NS);
+    let cap = est.capacity().map(|e| e.quality.probe_bytes);
+    Ok(estimates
+        .iter()
+        .map(|(_, e)| e.quality.probe_bytes)
+        .chain(cap)
+        .max()
+        .unwrap_or(0))
 }
 
 /// The default budget a minute for `method` at `capacity_bps`: [`MARGIN`] estimates' worth,
@@ -89,6 +63,7 @@ mod tests {
     use mgrp_estimate::auto::{Auto, AutoParams};
     use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
     use mgrp_estimate::chirp::{Chirp, ChirpParams};
+    use mgrp_estimate::Estimator;
     use std::sync::Arc;
 
     fn builder() -> Builder {
