@@ -152,6 +152,26 @@ def test_schedule_with_nulls_and_counters():
     assert s.path is None and s.last_time is None and s.last_error == "connection refused"
     assert s.counters == Counters(measurements=5, errors=1)
     assert s.counters.to_dict()["probe_bytes"] == 0
+    assert s.budget_configured and not s.budget_exhausted, "an older agent's schedule"
+
+
+def test_schedule_cut_by_its_budget():
+    s = Schedule.from_json(
+        {
+            "peer": "198.18.3.2:7240",
+            "path": "198.18.1.2->198.18.3.2",
+            "method": "auto",
+            "every_s": 10.0,
+            "budget_bytes_per_min": 3334400,
+            "budget_configured": False,
+            "budget_exhausted": True,
+            "last_ns": 1795000000000000000,
+            "last_error": "probe byte budget exhausted: measurement skipped",
+            "counters": {"skipped_for_budget": 2},
+        }
+    )
+    assert not s.budget_configured and s.budget_exhausted
+    assert s.counters.skipped_for_budget == 2
 
 
 def test_event_and_lagged():

@@ -32,7 +32,7 @@ impl DashboardRun {
                 peer,
                 method: method.into(),
                 every: Duration::from_secs(1),
-                budget: 60_000_000,
+                budget: Some(60_000_000),
             }],
             ..ServiceConfig::default()
         };

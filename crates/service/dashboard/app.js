@@ -500,7 +500,7 @@
     const c = s.counters || {};
     const rows = [
       ['method', `${esc(s.method)}, every ${s.every_s} s`],
-      ['budget', `${bytes(s.budget_bytes_per_min)}/min`],
+      ['budget', `${bytes(s.budget_bytes_per_min)}/min${s.budget_configured === false ? ' (default for the capacity)' : ''}`],
       ['measurements', `${c.measurements ?? '—'}`],
       ['probes spent', bytes(c.probe_bytes)],
     ];
@@ -516,7 +516,12 @@
     }
     if (c.errors) rows.push(['errors', `<span class="warn">${c.errors}</span>`]);
     let html = `<table>${rows.map(([k, v]) => `<tr><td>${k}</td><td>${v}</td></tr>`).join('')}</table>`;
-    if (s.last_error) html += `<div class="warn">last error: ${esc(s.last_error)}</div>`;
+    // The budget stopped the last round: the estimate shown is older than the schedule says.
+    if (s.budget_exhausted) {
+      html += `<div class="warn">budget exhausted: no fresh estimate until the minute's probe bytes free up</div>`;
+    }
+    if (s.last_error && !s.budget_exhausted) html += `<div class="warn">last error: ${esc(s.last_error)}</div>`;
+    else if (s.last_error) html += `<div class="warn">${esc(s.last_error)}</div>`;
     el.innerHTML = html;
   }
 

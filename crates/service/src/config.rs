@@ -12,7 +12,8 @@
 //! peer = "198.18.3.2"                    # IP or IP:PORT of the peer's agent
 //! method = "auto"                        # auto, slops, slops-slow, chirp, sweep
 //! every = "10s"
-//! budget = "2mb"                         # probe bytes per minute on this path
+//! budget = "2mb"                         # probe bytes per minute on this path (default:
+//!                                        # what one estimate costs at the path's capacity, x2)
 //!
 //! [riders]                               # the host's own packets ride in probe padding
 //! opt_in = ["to:198.18.3.2"]             # to:PREFIX, tcp:PORT, udp:PORT, mark:N
@@ -42,8 +43,9 @@ pub struct PathSchedule {
     pub peer: SocketAddr,
     pub method: String,
     pub every: Duration,
-    /// Probe bytes per minute.
-    pub budget: u64,
+    /// Probe bytes per minute; `None`: the default, derived from what one estimate of the
+    /// method costs at the path's capacity (`crate::budget`).
+    pub budget: Option<u64>,
 }
 
 /// Passive measurement (Wren) of the TCP traffic an interface carries.
@@ -118,8 +120,7 @@ struct RawPath {
     method: String,
     #[serde(default = "default_every")]
     every: String,
-    #[serde(default = "default_budget")]
-    budget: String,
+    budget: Option<String>,
 }
 
 fn default_method() -> String {
@@ -127,9 +128,6 @@ fn default_method() -> String {
 }
 fn default_every() -> String {
     "60s".into()
-}
-fn default_budget() -> String {
-    "2mb".into()
 }
 
 #[derive(Deserialize)]
@@ -254,11 +252,25 @@ impl ServiceConfig {
             if every < Duration::from_millis(100) || every > Duration::from_secs(86_400) {
                 return Err(at("every must be 100ms..=1d".into()));
             }
-            let budget = parse_bytes(&p.budget).map_err(|e| at(format!("budget: {e}")))?;
-            if budget < 10_000 {
-                return Err(at(
-                    "budget below 10 kB per minute leaves nothing to measure with".into(),
-                ));
+            let budget = match &p.budget {
+                None => None,
+                Some(b) => {
+                    let b = parse_bytes(b).map_err(|e| at(format!("budget: {e}")))?;
+                    if b < 10_000 {
+                        return Err(at(
+                            "budget below 10 kB per minute leaves nothing to measure with".into(),
+                        ));
+                    }
+                    Some(b)
+                }
+            };
+            // `IP` and `IP:7240` are one peer: parse_peer adds the default port, so equal
+            // addresses are the same agent, measured twice for nothing.
+            if let Some(j) = c.paths.iter().position(|q| q.peer == peer) {
+                return Err(at(format!(
+                    "peer {peer} is already scheduled by path #{} (one schedule per peer)",
+                    j + 1
+                )));
             }
             c.paths.push(PathSchedule {
                 peer,
@@ -367,8 +379,9 @@ mod tests {
         assert_eq!(c.paths[0].peer, "198.18.3.2:7240".parse().unwrap());
         assert_eq!(
             (c.paths[0].every, c.paths[0].budget),
-            (Duration::from_secs(5), 512_000)
+            (Duration::from_secs(5), Some(512_000))
         );
+        assert_eq!(c.paths[1].budget, None, "the default is derived");
         assert_eq!(c.paths[1].method, "chirp");
         assert_eq!(c.paths[1].every, Duration::from_secs(60));
         assert_eq!(
@@ -409,6 +422,14 @@ mod tests {
             ("[riders]\nopt_in = [\"tcp:80\"]\nratio = 2.0", "ratio"),
             ("[riders]\nopt_in = [\"tcp:80\"]\nhold = \"5s\"", "hold"),
             ("[[passive]]\niface = \"eth0\"\nwindow = \"1ms\"", "window"),
+            (
+                "[[path]]\npeer = \"198.18.3.2\"\n[[path]]\npeer = \"198.18.3.2:7240\"",
+                "path #2 (198.18.3.2:7240): peer 198.18.3.2:7240 is already scheduled by path #1",
+            ),
+            (
+                "[[path]]\npeer = \"10.0.0.1:9000\"\nmethod = \"chirp\"\n[[path]]\npeer = \"10.0.0.1:9000\"",
+                "one schedule per peer",
+            ),
         ] {
             let e = ServiceConfig::parse(text).unwrap_err();
             assert!(e.contains(why), "{text:?}: {e}");

@@ -2,6 +2,8 @@
 //! quality, each schedule's counters, subscriptions, and the probe agent's counters. Built from
 //! the hub at scrape time, so nothing is kept twice.
 
+use crate::passive::PassiveSnapshot;
+use crate::path::CounterSnapshot;
 use crate::Hub;
 use mgrp_store::Record;
 use prometheus_client::encoding::text::encode;
@@ -92,60 +94,41 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, String> {
         li.push(("source", r.source.clone()));
         info.get_or_create(&li).set(1.0);
     }
-    let sched = [
-        ("schedule_measurements", "Measurements run"),
-        ("schedule_estimates_stored", "Estimates stored"),
-        ("schedule_probe_bytes", "Probe bytes sent"),
-        (
-            "schedule_skipped_for_budget",
-            "Measurements not started: budget spent",
-        ),
-        (
-            "schedule_cut_by_budget",
-            "Measurements cut short by the budget",
-        ),
-        ("schedule_errors", "Errors (connect, measure, store)"),
-    ]
-    .map(|(n, h)| counter(&mut reg, n, h));
+    // One family per counter, named and explained by the counter's declaration.
+    let sched: Vec<FCounter> = CounterSnapshot::HELP
+        .iter()
+        .map(|(n, h)| counter(&mut reg, &format!("schedule_{n}"), h))
+        .collect();
     let budget = gauge(
         &mut reg,
         "schedule_budget_bytes_per_minute",
-        "Probe byte budget",
+        "Probe byte budget in force (configured, or derived from the method and capacity)",
+    );
+    let exhausted = gauge(
+        &mut reg,
+        "schedule_budget_exhausted",
+        "1 while the schedule's last round gave no fresh estimate because its budget ran out",
     );
     for p in hub.paths() {
         let l: Labels = vec![
             ("peer", p.sched.peer.to_string()),
             ("method", p.sched.method.clone()),
         ];
-        let c = p.counters();
-        for (f, v) in sched.iter().zip([
-            c.measurements,
-            c.estimates_stored,
-            c.probe_bytes,
-            c.skipped_for_budget,
-            c.cut_by_budget,
-            c.errors,
-        ]) {
+        for (f, (_, v)) in sched.iter().zip(p.counters().pairs()) {
             f.get_or_create(&l).inc_by(v);
         }
-        budget.get_or_create(&l).set(p.sched.budget as f64);
+        budget.get_or_create(&l).set(p.budget() as f64);
+        exhausted
+            .get_or_create(&l)
+            .set(if p.budget_exhausted() { 1.0 } else { 0.0 });
     }
-    let passive = [
-        ("passive_segments", "TCP segments a passive source analysed"),
-        ("passive_estimates", "Estimates a passive source stored"),
-        (
-            "passive_capture_dropped",
-            "Packets the kernel dropped before the capture read them",
-        ),
-        ("passive_errors", "Passive source errors (capture, store)"),
-    ]
-    .map(|(n, h)| counter(&mut reg, n, h));
+    let passive: Vec<FCounter> = PassiveSnapshot::HELP
+        .iter()
+        .map(|(n, h)| counter(&mut reg, &format!("passive_{n}"), h))
+        .collect();
     for v in hub.passive() {
         let l: Labels = vec![("iface", v.iface.clone())];
-        for (f, x) in passive
-            .iter()
-            .zip([v.segments, v.estimates, v.capture_dropped, v.errors])
-        {
+        for (f, (_, x)) in passive.iter().zip(v.counters.pairs()) {
             f.get_or_create(&l).inc_by(x);
         }
     }

@@ -4,20 +4,31 @@
 use crate::config::PassiveSource;
 use crate::Hub;
 use mgrp_capture::live::{interface_addrs, LiveCapture};
-use mgrp_estimate::wren::{PassiveEstimate, Wren, WrenParams};
+use mgrp_estimate::wren::{Wren, WrenParams};
 use mgrp_store::Record;
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+mgrp_counters::counters! {
+    /// A passive source's counters.
+    pub struct PassiveCounters => PassiveSnapshot {
+        /// TCP segments a passive source analysed
+        segments,
+        /// Estimates a passive source stored
+        estimates,
+        /// Packets the kernel dropped before the capture read them
+        capture_dropped,
+        /// Passive source errors (capture, store)
+        errors,
+    }
+}
 
 /// A running passive source as others see it.
 #[derive(Default)]
 pub struct PassiveState {
-    pub segments: AtomicU64,
-    pub estimates: AtomicU64,
-    pub capture_dropped: AtomicU64,
-    pub errors: AtomicU64,
+    pub counters: PassiveCounters,
     last_error: Mutex<Option<String>>,
     pub(crate) stop: AtomicBool,
 }
@@ -26,55 +37,30 @@ pub struct PassiveState {
 pub struct PassiveView {
     pub iface: String,
     pub flow: Option<String>,
-    pub segments: u64,
-    pub estimates: u64,
-    pub capture_dropped: u64,
-    pub errors: u64,
+    /// The counters, flat beside the source (as the API has always shown them).
+    #[serde(flatten)]
+    pub counters: PassiveSnapshot,
     pub last_error: Option<String>,
 }
 
 impl PassiveState {
     pub fn view(&self, src: &PassiveSource) -> PassiveView {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         PassiveView {
             iface: src.iface.clone(),
             flow: src.flow.clone(),
-            segments: g(&self.segments),
-            estimates: g(&self.estimates),
-            capture_dropped: g(&self.capture_dropped),
-            errors: g(&self.errors),
+            counters: self.counters.snapshot(),
             last_error: self.last_error.lock().ok().and_then(|e| e.clone()),
         }
     }
 
     fn fail(&self, src: &PassiveSource, why: &str) {
-        self.errors.fetch_add(1, Ordering::Relaxed);
+        self.counters.bump(&self.counters.errors, 1);
         if let Ok(mut last) = self.last_error.lock() {
             if last.as_deref() != Some(why) {
                 eprintln!("mgrp agent: passive on {}: {why}", src.iface);
                 *last = Some(why.to_string());
             }
         }
-    }
-}
-
-fn record(e: &PassiveEstimate) -> Record {
-    Record {
-        path: format!("{}->{}", e.src, e.dst),
-        metric: "avail_bw".into(),
-        t_ns: e.window_end_ns,
-        value: e.value_bps,
-        low: e.low_bps,
-        // No train went above the estimate: nothing bounds A from above, and the range says
-        // only what was seen.
-        high: e.high_bps.unwrap_or(e.value_bps),
-        method: e.quality.method.into(),
-        source: "passive".into(),
-        probe_bytes: 0,
-        trains: e.quality.trains,
-        confidence: e.quality.confidence,
-        elapsed_s: e.quality.elapsed_s,
-        final_: true,
     }
 }
 
@@ -108,12 +94,12 @@ fn capture(src: &PassiveSource, st: &PassiveState, hub: &Hub) -> Result<(), Stri
     let dropped0 = cap.stats().dropped;
     while !st.stop.load(Ordering::Relaxed) {
         if let Some(s) = cap.next_segment().map_err(|e| e.to_string())? {
-            st.segments.fetch_add(1, Ordering::Relaxed);
+            st.counters.bump(&st.counters.segments, 1);
             wren.handle_segment(&s);
         }
         if last_poll.elapsed() >= Duration::from_millis(100) {
             last_poll = Instant::now();
-            st.capture_dropped.store(
+            st.counters.capture_dropped.store(
                 cap.stats().dropped.saturating_sub(dropped0),
                 Ordering::Relaxed,
             );
@@ -121,11 +107,11 @@ fn capture(src: &PassiveSource, st: &PassiveState, hub: &Hub) -> Result<(), Stri
             let recs: Vec<Record> = wren
                 .poll_estimates(mgrp_clock::realtime_ns())
                 .iter()
-                .map(record)
+                .map(crate::record::from_passive)
                 .collect();
             if !recs.is_empty() {
-                hub.publish(&recs)?;
-                st.estimates.fetch_add(recs.len() as u64, Ordering::Relaxed);
+                hub.publish(&recs).map_err(|e| e.to_string())?;
+                st.counters.bump(&st.counters.estimates, recs.len() as u64);
             }
         }
     }

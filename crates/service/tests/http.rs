@@ -51,6 +51,26 @@ fn get(base: &str, path: &str, token: Option<&str>) -> (u16, serde_json::Value) 
     )
 }
 
+/// A GET with this `Authorization` header, verbatim.
+fn get_with(base: &str, path: &str, authorization: &str) -> (u16, serde_json::Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    let mut resp = agent
+        .get(&format!("{base}{path}"))
+        .header("Authorization", authorization)
+        .call()
+        .unwrap();
+    let status = resp.status().as_u16();
+    let body = resp.body_mut().read_to_string().unwrap();
+    (
+        status,
+        serde_json::from_str(&body).unwrap_or(serde_json::Value::String(body)),
+    )
+}
+
 #[test]
 fn answers_and_refusals_on_localhost() {
     let http = Http::start("127.0.0.1:0".parse().unwrap(), hub(None)).unwrap();
@@ -130,6 +150,37 @@ fn answers_and_refusals_on_localhost() {
         (&format!("/v1/history?{p}&count=0"), 400, "count"),
         (&format!("/v1/history?{p}&end_ns=-1"), 400, "end_ns"),
         ("/v2/everything", 404, "no such endpoint"),
+        // Misspelt or repeated parameters are refused, not ignored.
+        (
+            &format!("/v1/estimate?{p}&maxage=0s"),
+            400,
+            "unknown parameter `maxage`",
+        ),
+        (
+            &format!("/v1/estimate?{p}&metric=rtt&metric=loss"),
+            400,
+            "parameter `metric` given more than once",
+        ),
+        (
+            &format!("/v1/history?{p}&stpe=60s"),
+            400,
+            "unknown parameter `stpe`",
+        ),
+        (
+            &format!("/v1/records?{p}&limt=5"),
+            400,
+            "unknown parameter `limt`",
+        ),
+        (
+            &format!("/v1/events?{p}&belw=5"),
+            400,
+            "unknown parameter `belw`",
+        ),
+        (
+            &format!("/v1/paths?x={}", "a".repeat(9000)),
+            414,
+            "longer than 8192 bytes",
+        ),
     ] {
         let (s, v) = get(&base, url, None);
         assert_eq!(s, status, "{url}: {v}");
@@ -138,6 +189,19 @@ fn answers_and_refusals_on_localhost() {
             "{url}: {v}"
         );
     }
+    // The token travels unseen by the endpoint's own parameters.
+    let (s, v) = get(&base, &format!("/v1/estimate?{p}&access_token=x"), None);
+    assert_eq!(s, 200, "{v}");
+    // Other methods: JSON too.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut resp = agent.post(&format!("{base}/v1/paths")).send("x").unwrap();
+    assert_eq!(resp.status().as_u16(), 405);
+    let v: serde_json::Value =
+        serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("GET only"), "{v}");
 }
 
 #[test]
@@ -146,7 +210,7 @@ fn off_localhost_needs_the_token() {
     let listen: std::net::SocketAddr = format!("{}:0", Role::Rcv.addr()).parse().unwrap();
     let (with_token, without) = spawn_in(&tb.ns(Role::Rcv), "http", move || {
         Ok((
-            Http::start(listen, hub(Some("s3cret"))).unwrap(),
+            Http::start(listen, hub(Some("s3cret+/=tok"))).unwrap(),
             Http::start(listen, hub(None)).unwrap(),
         ))
     })
@@ -157,17 +221,25 @@ fn off_localhost_needs_the_token() {
     let (a, b) = (with_token.local_addr(), without.local_addr());
     let results = spawn_in(&tb.ns(Role::Snd), "client", move || {
         let base = format!("http://{a}");
+        let token = "s3cret+/=tok";
         Ok([
             get(&base, "/v1/paths", None),
             get(&base, "/v1/paths", Some("guess")),
-            get(&base, "/v1/paths", Some("s3cret")),
-            get(&format!("http://{b}"), "/v1/paths", Some("s3cret")),
-            // EventSource cannot send headers: the token as a query parameter.
-            get(&base, "/v1/paths?access_token=s3cret", None),
+            get(&base, "/v1/paths", Some(token)),
+            get(&format!("http://{b}"), "/v1/paths", Some(token)),
+            // EventSource cannot send headers: the token as a query parameter, encoded as
+            // the dashboard encodes it (URLSearchParams).
+            get(&base, "/v1/paths?access_token=s3cret%2B%2F%3Dtok", None),
             get(&base, "/v1/paths?access_token=guess", None),
             // The page and the spec carry no data.
             get(&base, "/v1/openapi.yaml", None),
             get(&base, "/metrics", None),
+            // The scheme is case-insensitive.
+            get_with(&base, "/v1/paths", &format!("bearer {token}")),
+            get_with(&base, "/v1/paths", &format!("BEARER {token}")),
+            get_with(&base, "/v1/paths", "bearer guess"),
+            // Typed by hand, unencoded: `+` is the token's, not a space.
+            get(&base, "/v1/paths?access_token=s3cret+/=tok", None),
         ])
     })
     .unwrap()
@@ -186,5 +258,9 @@ fn off_localhost_needs_the_token() {
     assert_eq!(results[5].0, 401, "{:?}", results[5]);
     assert_eq!(results[6].0, 200, "{:?}", results[6]);
     assert_eq!(results[7].0, 401, "metrics are data: {:?}", results[7]);
+    assert_eq!(results[8].0, 200, "{:?}", results[8]);
+    assert_eq!(results[9].0, 200, "{:?}", results[9]);
+    assert_eq!(results[10].0, 401, "{:?}", results[10]);
+    assert_eq!(results[11].0, 200, "{:?}", results[11]);
     drop((with_token, without));
 }

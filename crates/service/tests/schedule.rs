@@ -32,14 +32,20 @@ fn run(
     key: &Key,
     config: &str,
     secs: u64,
-) -> (f64, Vec<(u64, f64)>, mgrp_service::CounterSnapshot) {
+) -> (
+    f64,
+    Vec<(u64, f64)>,
+    mgrp_service::CounterSnapshot,
+    mgrp_service::ScheduleView,
+) {
     let cfg = ServiceConfig::parse(config).unwrap();
     let sampler = TruthSampler::start(tb, Duration::from_millis(100)).unwrap();
     let t0 = mgrp_testbed::clock::now_ns();
     let key = key.clone();
-    let (recs, counters) = spawn_in(&tb.ns(Role::Snd), "service", move || {
+    let (recs, counters, view) = spawn_in(&tb.ns(Role::Snd), "service", move || {
         let svc = Service::start(&cfg, key, builder()).unwrap();
         std::thread::sleep(Duration::from_secs(secs));
+        let view = svc.hub().paths()[0].view();
         let store = svc.store();
         let counters = svc.stop();
         let s = store.lock().unwrap();
@@ -52,7 +58,11 @@ fn run(
             Some(p) => s.range(&p, "avail_bw", 0, u64::MAX, 1000).unwrap(),
             None => Vec::new(),
         };
-        Ok((recs.iter().map(|r| (r.t_ns, r.value)).collect(), counters))
+        Ok((
+            recs.iter().map(|r| (r.t_ns, r.value)).collect(),
+            counters,
+            view,
+        ))
     })
     .unwrap()
     .join()
@@ -61,7 +71,7 @@ fn run(
     let truth = sampler.stop().unwrap();
     let w = truth.window(t0, mgrp_testbed::clock::now_ns()).unwrap();
     let bytes = w.offered_fg_bps * (w.end_s - w.start_s) / 8.0;
-    (bytes, recs, counters)
+    (bytes, recs, counters, view)
 }
 
 #[test]
@@ -86,7 +96,7 @@ fn keeps_a_path_fresh_within_its_budget() {
     .unwrap();
     let peer = Role::Rcv.addr();
     // A generous budget: an estimate about every second.
-    let (_, recs, c) = run(
+    let (_, recs, c, _) = run(
         &tb,
         &key,
         &format!(
@@ -107,7 +117,7 @@ fn keeps_a_path_fresh_within_its_budget() {
     // A tight budget: 300 KiB a minute binds within seconds, and the bottleneck saw no more
     // than that (plus Ethernet/IP/UDP headers, ≤ 5% on 1000+ byte probes, and control frames).
     let budget = 300.0 * 1024.0;
-    let (bytes, _, c) = run(
+    let (bytes, _, c, view) = run(
         &tb,
         &key,
         &format!(
@@ -124,4 +134,28 @@ fn keeps_a_path_fresh_within_its_budget() {
         bytes <= budget * 1.05 + 30_000.0,
         "{bytes} bytes at the bottleneck, {c:?}"
     );
+    // And it says so, rather than serving the old value silently.
+    assert!(view.budget_exhausted, "{view:?}");
+    assert!(
+        view.last_error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("probe byte budget exhausted")),
+        "{view:?}"
+    );
+    assert!(view.budget_configured && view.budget_bytes_per_min == 300 * 1024);
+    // No budget configured: the default, derived from the method's cost at the path's
+    // capacity, fits every estimate.
+    let (_, recs, c, view) = run(
+        &tb,
+        &key,
+        &format!("[[path]]\npeer = \"{peer}\"\nmethod = \"chirp\"\nevery = \"1s\""),
+        6,
+    );
+    assert!(recs.len() >= 3, "{recs:?} {c:?}");
+    assert_eq!(c.skipped_for_budget + c.cut_by_budget, 0, "{c:?}");
+    assert!(
+        !view.budget_configured && !view.budget_exhausted,
+        "{view:?}"
+    );
+    assert!(view.budget_bytes_per_min >= 2_000_000, "{view:?}");
 }

@@ -1,12 +1,14 @@
 //! `PgStore` against a real PostgreSQL server that each test starts for itself (a cluster in a
-//! temp dir, listening only on a Unix socket there), checked answer for answer against the
-//! SQLite `Store` fed the same estimates.
+//! temp dir, listening only on a Unix socket there): the store's shared suite
+//! (`mgrp_store::conformance`, also run against SQLite), then what only a central archive
+//! does — several connections, concurrent agents, an unreachable or restarted server.
 
-use mgrp_store::{Error, EstimateStore, Point, Record, ScaleAnswer, Store};
+use mgrp_store::conformance::{brute, close, rec, Rng};
+use mgrp_store::{Error, EstimateStore, Record};
 use mgrp_store_pg::PgStore;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::{Rng as _, SeedableRng};
 use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -218,7 +220,7 @@ fn random_record(rng: &mut StdRng, path: &str, metric: &str, t_ns: u64) -> Recor
         high: value * rng.random_range(1.0..1.5),
         method: ["auto", "pathload", "spruce"][rng.random_range(0..3)].into(),
         source: ["active", "passive", "rider"][rng.random_range(0..3)].into(),
-        // Past i64 and i32: both stores must round-trip the whole u64 / u32.
+        // Past i64 and i32: the store must round-trip the whole u64 / u32.
         probe_bytes: rng.random(),
         trains: rng.random(),
         confidence: rng.random(),
@@ -228,207 +230,87 @@ fn random_record(rng: &mut StdRng, path: &str, metric: &str, t_ns: u64) -> Recor
 }
 
 const PATHS: [&str; 3] = ["10.0.0.1->10.0.0.2", "10.0.0.1->10.0.0.3", "a->b"];
-const METRICS: [&str; 2] = ["avail_bw", "rtt"];
 
-/// `n` estimates over `hours` from T0, in random order, some sharing a time with another of
-/// their series (ties must come out the same in both stores).
-fn random_records(rng: &mut StdRng, n: usize, hours: u64) -> Vec<Record> {
-    let mut out: Vec<Record> = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (p, m) = (
-            PATHS[rng.random_range(0..PATHS.len())],
-            METRICS[rng.random_range(0..METRICS.len())],
-        );
-        let t = match out
-            .iter()
-            .rev()
-            .take(50)
-            .find(|r| r.path == p && r.metric == m)
-        {
-            Some(r) if rng.random_bool(0.05) => r.t_ns,
-            _ => T0 + rng.random_range(0..hours * H),
-        };
-        out.push(random_record(rng, p, m, t));
-    }
-    out
-}
-
-/// Insert the same batches (random sizes) into both stores.
-fn insert_both(rng: &mut StdRng, sqlite: &mut Store, pg: &mut PgStore, rows: &[Record]) {
-    let mut i = 0;
-    while i < rows.len() {
-        let j = (i + rng.random_range(1..400)).min(rows.len());
-        sqlite.insert(&rows[i..j]).unwrap();
-        pg.insert(&rows[i..j]).unwrap();
-        i = j;
-    }
-}
-
-fn close(a: &[Point], b: &[Point]) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| {
-            x.start_ns == y.start_ns
-                && x.n == y.n
-                && (x.mean - y.mean).abs() <= 1e-9 * y.mean.abs().max(1.0)
-                && x.min == y.min
-                && x.max == y.max
-                && x.last == y.last
-        })
-}
-
-fn assert_same_scale(pg: &ScaleAnswer, sq: &ScaleAnswer, what: &str) {
-    assert_eq!(pg.source, sq.source, "{what}");
-    assert_eq!(pg.complete, sq.complete, "{what}");
-    assert!(
-        close(&pg.points, &sq.points),
-        "{what}: {} vs {} points, first {:?} vs {:?}",
-        pg.points.len(),
-        sq.points.len(),
-        pg.points.first(),
-        sq.points.first()
-    );
-}
-
-/// Every kind of question, to both stores; returns how many scale answers were non-empty.
-fn assert_same_answers(rng: &mut StdRng, sq: &Store, pg: &PgStore, hours: u64) -> usize {
-    assert_eq!(pg.count().unwrap(), sq.count().unwrap());
-    assert_eq!(pg.series().unwrap(), sq.series().unwrap());
-    let mut non_empty = 0;
-    let series = PATHS
-        .iter()
-        .flat_map(|p| METRICS.iter().map(move |m| (*p, *m)))
-        .chain([("nope", "avail_bw"), ("a->b", "loss")]);
-    for (p, m) in series {
-        assert_eq!(
-            pg.latest(p, m).unwrap(),
-            sq.latest(p, m).unwrap(),
-            "latest {p} {m}"
-        );
-        for step in [1u64, 7, 60, 120, 3600, 7200] {
-            let ends = [
-                T0 + rng.random_range(0..hours * H),
-                T0 + hours * H,
-                (T0 / H + 3) * H, // on an hour boundary
-                T0 - 1,           // before every estimate
-                T0 + 100 * hours * H,
-            ];
-            for end in ends {
-                for count in [1usize, 10, 333, 5000] {
-                    let step = Duration::from_secs(step);
-                    let a = pg.scale(p, m, step, count, end).unwrap();
-                    let b = sq.scale(p, m, step, count, end).unwrap();
-                    assert_same_scale(&a, &b, &format!("{p} {m} {step:?} x{count} to {end}"));
-                    non_empty += !b.points.is_empty() as usize;
-                }
-            }
-        }
-        for _ in 0..20 {
-            let from = T0 + rng.random_range(0..hours * H);
-            let to = from + rng.random_range(0..H);
-            let limit = [0usize, 1, 17, 100_000][rng.random_range(0..4)];
-            assert_eq!(
-                pg.range(p, m, from, to, limit).unwrap(),
-                sq.range(p, m, from, to, limit).unwrap(),
-                "range {p} {m} {from}..{to} limit {limit}"
-            );
-        }
-        assert_eq!(
-            pg.range(p, m, 0, u64::MAX, usize::MAX).unwrap(),
-            sq.range(p, m, 0, u64::MAX, usize::MAX).unwrap(),
-            "all of {p} {m}"
-        );
-    }
-    non_empty
-}
-
-/// (1) The same random estimates in both stores give the same answers, from aggregates and
-/// from raw rows, at every step, count and end.
-#[test]
-fn same_answers_as_sqlite() {
+/// One server per test; each store the suite asks for gets a database of its own, so every
+/// case starts empty.
+fn pg_maker() -> impl FnMut(std::time::Duration) -> Box<dyn EstimateStore> {
     let server = PgServer::start();
-    let mut rng = StdRng::seed_from_u64(20_260_521);
-    let year = Duration::from_secs(365 * 86_400);
-    let mut pg = PgStore::connect(&server.url, year).unwrap();
-    let mut sq = Store::in_memory(year).unwrap();
-    let rows = random_records(&mut rng, 12_000, 5);
-    insert_both(&mut rng, &mut sq, &mut pg, &rows);
-    pg.insert(&[]).unwrap();
-    assert_eq!(pg.count().unwrap(), 12_000);
-    // Two estimates at a series' newest time: `latest` is the first stored (as in SQLite),
-    // the step's `last` the second.
-    let tie = [
-        random_record(&mut rng, "a->b", "rtt", T0 + 5 * H),
-        random_record(&mut rng, "a->b", "rtt", T0 + 5 * H),
-    ];
-    sq.insert(&tie).unwrap();
-    pg.insert(&tie).unwrap();
-    assert_eq!(pg.latest("a->b", "rtt").unwrap().as_ref(), Some(&tie[0]));
-    let newest = pg
-        .scale("a->b", "rtt", Duration::from_secs(60), 1, T0 + 5 * H + 1)
-        .unwrap();
-    assert_eq!(newest.points[0].last, tie[1].value);
-    let non_empty = assert_same_answers(&mut rng, &sq, &pg, 5);
-    assert!(
-        non_empty > 500,
-        "too few non-empty answers to mean much: {non_empty}"
-    );
-    // A second connection (another agent) sees the same archive.
-    let other = PgStore::connect(&server.url, year).unwrap();
-    assert_same_answers(&mut rng, &sq, &other, 5);
+    let mut n = 0;
+    move |retention| {
+        n += 1;
+        let db = format!("case{n}");
+        let mut admin = postgres::Client::connect(&server.url, postgres::NoTls).unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {db}"))
+            .unwrap();
+        let url = format!("{} dbname={db}", server.url);
+        Box::new(PgStore::connect(&url, retention).unwrap())
+    }
 }
 
-/// (2) Retention deletes the same rows; aggregates still answer; raw answers that need deleted
-/// rows say so, also to a store connected after the retention ran.
+mod conformance {
+    use super::*;
+    mgrp_store::conformance_tests!(pg_maker());
+}
+
+/// What one agent stored, another connection (another agent, or the same after a restart)
+/// answers the same, the retention horizon included.
 #[test]
-fn retention_same_as_sqlite() {
+fn other_connections_answer_the_same() {
     let server = PgServer::start();
-    let mut rng = StdRng::seed_from_u64(7);
     let keep = Duration::from_secs(2 * 3600);
     let mut pg = PgStore::connect(&server.url, keep).unwrap();
-    let mut sq = Store::in_memory(keep).unwrap();
-    let rows = random_records(&mut rng, 6_000, 6);
-    insert_both(&mut rng, &mut sq, &mut pg, &rows);
-    assert_same_answers(&mut rng, &sq, &pg, 6);
-    for now in [
-        T0 + H / 2,
-        T0 + 4 * H + 12_345,
-        T0 + 4 * H + 12_345,
-        T0 + 9 * H,
-    ] {
-        let (a, b) = (
-            pg.apply_retention(now).unwrap(),
-            sq.apply_retention(now).unwrap(),
-        );
-        assert_eq!(a, b, "rows deleted at {now}");
-        assert_same_answers(&mut rng, &sq, &pg, 6);
+    let mut rng = Rng::new(5);
+    let rows: Vec<Record> = (0..3000)
+        .map(|_| {
+            let p = PATHS[rng.below(3) as usize];
+            rec(
+                p,
+                "avail_bw",
+                T0 + rng.below(6 * H),
+                rng.range_f64(1e3, 1e8),
+            )
+        })
+        .collect();
+    for batch in rows.chunks(97) {
+        pg.insert(batch).unwrap();
     }
-    assert_eq!(sq.count().unwrap(), 0, "all deleted in the end");
-    let incomplete = sq
-        .scale("a->b", "rtt", Duration::from_secs(7), 100, T0 + 3 * H)
-        .unwrap();
-    assert!(!incomplete.complete);
+    let same = |a: &PgStore, b: &PgStore| {
+        assert_eq!(a.count().unwrap(), b.count().unwrap());
+        assert_eq!(a.series().unwrap(), b.series().unwrap());
+        for p in PATHS {
+            assert_eq!(
+                a.latest(p, "avail_bw").unwrap(),
+                b.latest(p, "avail_bw").unwrap()
+            );
+            assert_eq!(
+                a.range(p, "avail_bw", 0, u64::MAX, usize::MAX).unwrap(),
+                b.range(p, "avail_bw", 0, u64::MAX, usize::MAX).unwrap()
+            );
+            for step in [7u64, 60, 3600] {
+                let step = Duration::from_secs(step);
+                let (x, y) = (
+                    a.scale(p, "avail_bw", step, 5000, T0 + 6 * H).unwrap(),
+                    b.scale(p, "avail_bw", step, 5000, T0 + 6 * H).unwrap(),
+                );
+                assert_eq!((&x.source, x.complete), (&y.source, y.complete));
+                assert!(close(&x.points, &y.points), "{p} {step:?}");
+            }
+        }
+    };
+    let other = PgStore::connect(&server.url, keep).unwrap();
+    same(&pg, &other);
+    assert!(pg.apply_retention(T0 + 5 * H).unwrap() > 0);
+    // Connected after the retention ran: it knows raw answers before the horizon lack rows.
     let later = PgStore::connect(&server.url, keep).unwrap();
-    assert_same_answers(&mut rng, &sq, &later, 6);
-
-    // A raw answer starting exactly at the horizon is complete; one step earlier is not.
-    let step = Duration::from_secs(7);
-    let cut = (T0 + 10 * H) / 7_000_000_000 * 7_000_000_000;
-    let old = random_record(&mut rng, "a->b", "rtt", cut - 1);
-    sq.insert(std::slice::from_ref(&old)).unwrap();
-    pg.insert(std::slice::from_ref(&old)).unwrap();
-    let now = cut + keep.as_nanos() as u64;
-    assert_eq!(pg.apply_retention(now).unwrap(), 1);
-    assert_eq!(sq.apply_retention(now).unwrap(), 1);
-    for (count, complete) in [(10, true), (11, false)] {
-        let end = cut + 10 * 7_000_000_000;
-        let a = pg.scale("a->b", "rtt", step, count, end).unwrap();
-        let b = sq.scale("a->b", "rtt", step, count, end).unwrap();
-        assert_same_scale(&a, &b, &format!("{count} steps before {end}"));
-        assert_eq!((a.source.as_str(), a.complete), ("raw", complete));
-    }
+    same(&pg, &later);
+    let raw = later
+        .scale("a->b", "avail_bw", Duration::from_secs(7), 5000, T0 + 6 * H)
+        .unwrap();
+    assert_eq!((raw.source.as_str(), raw.complete), ("raw", false));
 }
 
-/// (3) Agents inserting at once, each on its own connection, into the same buckets: no
+/// Agents inserting at once, each on its own connection, into the same buckets: no
 /// update is lost, and the aggregates equal a brute-force aggregation of all the rows.
 #[test]
 fn concurrent_inserts_keep_aggregates_exact() {
@@ -468,34 +350,10 @@ fn concurrent_inserts_keep_aggregates_exact() {
     assert_eq!(pg.count().unwrap(), THREADS * PER_THREAD);
     let end = all.iter().map(|r| r.t_ns).max().unwrap() + 1;
     for path in &PATHS[..2] {
-        let mut rows: Vec<&Record> = all.iter().filter(|r| r.path == *path).collect();
-        rows.sort_by_key(|r| r.t_ns);
+        let rows: Vec<Record> = all.iter().filter(|r| r.path == *path).cloned().collect();
         for (step, source) in [(60u64, "agg_60s"), (3600, "agg_3600s"), (7, "raw")] {
             let step_ns = step * 1_000_000_000;
-            let mut want: Vec<Point> = Vec::new();
-            for r in &rows {
-                let start = r.t_ns / step_ns * step_ns;
-                match want.last_mut() {
-                    Some(p) if p.start_ns == start => {
-                        p.n += 1;
-                        p.mean += r.value; // the sum, divided below
-                        p.min = p.min.min(r.value);
-                        p.max = p.max.max(r.value);
-                        p.last = r.value;
-                    }
-                    _ => want.push(Point {
-                        start_ns: start,
-                        n: 1,
-                        mean: r.value,
-                        min: r.value,
-                        max: r.value,
-                        last: r.value,
-                    }),
-                }
-            }
-            for p in &mut want {
-                p.mean /= p.n as f64;
-            }
+            let want = brute(&rows, step_ns, 0, u64::MAX);
             let count = ((end - T0) / step_ns + 2) as usize;
             let got = pg
                 .scale(path, "avail_bw", Duration::from_secs(step), count, end)
@@ -511,36 +369,15 @@ fn concurrent_inserts_keep_aggregates_exact() {
     }
 }
 
-/// (4) Bad input is refused before the database (nothing stored); an unreachable server is an
-/// `Error::Backend` that says where it looked; a dropped connection is re-made.
+/// An unreachable server is an `Error::Backend` that says where it looked (without the
+/// password); a dropped connection is re-made.
 #[test]
-fn bad_input_unreachable_server_and_reconnect() {
+fn unreachable_server_and_reconnect() {
     let server = PgServer::start();
     let mut pg = PgStore::connect(&server.url, Duration::from_secs(60)).unwrap();
     let mut rng = StdRng::seed_from_u64(1);
-    let good = random_record(&mut rng, "a->b", "avail_bw", T0);
-    let mut nan = good.clone();
-    nan.value = f64::NAN;
-    assert!(matches!(
-        pg.insert(&[good.clone(), nan]),
-        Err(Error::BadInput(_))
-    ));
-    assert_eq!(pg.count().unwrap(), 0, "all or none");
-    let mut empty = good.clone();
-    empty.path.clear();
-    assert!(matches!(pg.insert(&[empty]), Err(Error::BadInput(_))));
-    let step = Duration::from_millis(1500);
-    assert!(matches!(
-        pg.scale("a->b", "avail_bw", step, 10, T0),
-        Err(Error::BadInput(_))
-    ));
-    let step = Duration::from_secs(1);
-    assert!(matches!(
-        pg.scale("a->b", "avail_bw", step, 0, T0),
-        Err(Error::BadInput(_))
-    ));
-    assert!(pg.latest("nope", "x").unwrap().is_none());
-    pg.insert(&[good]).unwrap();
+    pg.insert(&[random_record(&mut rng, "a->b", "avail_bw", T0)])
+        .unwrap();
 
     let nowhere = server.dir.join("nowhere");
     // Where it looked and why it failed, without the password.

@@ -31,6 +31,8 @@ pub enum Error {
     Backend(String),
     #[error("store: {0}")]
     BadInput(String),
+    #[error("store: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// What the service needs of a store of estimates. [`Store`] (SQLite, one file per agent) is
@@ -48,7 +50,7 @@ pub trait EstimateStore: Send {
         to_ns: u64,
         limit: usize,
     ) -> Result<Vec<Record>, Error>;
-    /// The newest estimate of `path`/`metric`.
+    /// The newest estimate of `path`/`metric` (of several at that time, the first stored).
     fn latest(&self, path: &str, metric: &str) -> Result<Option<Record>, Error>;
     /// Paths and metrics with estimates.
     fn series(&self) -> Result<Vec<(String, String)>, Error>;
@@ -248,8 +250,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 ";
 
 impl Store {
-    /// Open (or create) the store at `path`.
+    /// Open (or create, readable by its owner only) the store at `path`.
     pub fn open(path: &Path, durability: Durability, retention: Duration) -> Result<Store, Error> {
+        create_private(path)?;
         let db = Connection::open(path)?;
         Self::init(db, durability, retention)
     }
@@ -368,45 +371,21 @@ impl EstimateStore for Store {
                 clamp_i64(to_ns),
                 limit.min(1_000_000) as i64
             ],
-            |r| {
-                Ok(Record {
-                    path: r.get(0)?,
-                    metric: r.get(1)?,
-                    t_ns: r.get::<_, i64>(2)? as u64,
-                    value: r.get(3)?,
-                    low: r.get(4)?,
-                    high: r.get(5)?,
-                    method: r.get(6)?,
-                    source: r.get(7)?,
-                    probe_bytes: r.get::<_, i64>(8)? as u64,
-                    trains: r.get(9)?,
-                    confidence: r.get(10)?,
-                    elapsed_s: r.get(11)?,
-                    final_: r.get::<_, i64>(12)? != 0,
-                })
-            },
+            row,
         )?;
         rows.collect::<Result<_, _>>().map_err(Into::into)
     }
 
-    /// The newest estimate of `path`/`metric`.
+    /// The newest estimate of `path`/`metric` (of several at that time, the first stored).
     fn latest(&self, path: &str, metric: &str) -> Result<Option<Record>, Error> {
-        let t: Option<i64> = self
-            .db
-            .query_row(
-                "SELECT MAX(t_ns) FROM estimates WHERE path = ?1 AND metric = ?2",
-                params![path, metric],
-                |r| r.get(0),
-            )
-            .optional()?
-            .flatten();
-        match t {
-            Some(t) => Ok(self
-                .range(path, metric, t as u64, t as u64 + 1, 1)?
-                .into_iter()
-                .next()),
-            None => Ok(None),
-        }
+        let mut q = self.db.prepare_cached(
+            "SELECT path, metric, t_ns, value, low, high, method, source, probe_bytes, trains,
+                    confidence, elapsed_s, final
+             FROM estimates WHERE path = ?1 AND metric = ?2 AND t_ns =
+               (SELECT MAX(t_ns) FROM estimates WHERE path = ?1 AND metric = ?2)
+             ORDER BY id LIMIT 1",
+        )?;
+        Ok(q.query_row(params![path, metric], row).optional()?)
     }
 
     /// Paths and metrics with estimates.
@@ -506,168 +485,57 @@ impl EstimateStore for Store {
     }
 }
 
+/// Create `path` empty with mode 0600 if it does not exist (SQLite would make it 0644 under
+/// the usual umask; its WAL and shared-memory files take the database file's mode). An
+/// existing file keeps the mode its owner gave it.
+fn create_private(path: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Error::Io(e)),
+    }
+}
+
+/// A row of `SELECT path, metric, t_ns, value, low, high, method, source, probe_bytes, trains,
+/// confidence, elapsed_s, final`.
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
+    Ok(Record {
+        path: r.get(0)?,
+        metric: r.get(1)?,
+        t_ns: r.get::<_, i64>(2)? as u64,
+        value: r.get(3)?,
+        low: r.get(4)?,
+        high: r.get(5)?,
+        method: r.get(6)?,
+        source: r.get(7)?,
+        probe_bytes: r.get::<_, i64>(8)? as u64,
+        trains: r.get(9)?,
+        confidence: r.get(10)?,
+        elapsed_s: r.get(11)?,
+        final_: r.get::<_, i64>(12)? != 0,
+    })
+}
+
 fn clamp_i64(x: u64) -> i64 {
     x.min(i64::MAX as u64) as i64
 }
 
+#[cfg(any(test, feature = "conformance"))]
+#[doc(hidden)]
+pub mod conformance;
+
+/// The shared suite against SQLite in memory (PostgreSQL runs it in `mgrp-store-pg`).
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::{Rng, SeedableRng};
 
-    fn rec(path: &str, metric: &str, t_ns: u64, value: f64) -> Record {
-        Record {
-            path: path.into(),
-            metric: metric.into(),
-            t_ns,
-            value,
-            low: value * 0.9,
-            high: value * 1.1,
-            method: "auto".into(),
-            source: "active".into(),
-            probe_bytes: 1000,
-            trains: 3,
-            confidence: 1.0,
-            elapsed_s: 0.5,
-            final_: true,
-        }
-    }
-
-    /// Brute force over the raw rows: (step start, n, mean, min, max, last).
-    fn brute(rows: &[Record], step_ns: u64, from: u64, to: u64) -> Vec<Point> {
-        let mut out: Vec<Point> = Vec::new();
-        let mut sorted: Vec<&Record> = rows
-            .iter()
-            .filter(|r| r.t_ns >= from && r.t_ns < to)
-            .collect();
-        sorted.sort_by_key(|r| r.t_ns);
-        for r in sorted {
-            let s = r.t_ns / step_ns * step_ns;
-            match out.last_mut() {
-                Some(p) if p.start_ns == s => {
-                    p.n += 1;
-                    p.mean += r.value; // sum for now
-                    p.min = p.min.min(r.value);
-                    p.max = p.max.max(r.value);
-                    p.last = r.value;
-                }
-                _ => out.push(Point {
-                    start_ns: s,
-                    n: 1,
-                    mean: r.value,
-                    min: r.value,
-                    max: r.value,
-                    last: r.value,
-                }),
-            }
-        }
-        for p in &mut out {
-            p.mean /= p.n as f64;
-        }
-        out
-    }
-
-    fn close(a: &[Point], b: &[Point]) -> bool {
-        a.len() == b.len()
-            && a.iter().zip(b).all(|(x, y)| {
-                x.start_ns == y.start_ns
-                    && x.n == y.n
-                    && (x.mean - y.mean).abs() <= 1e-9 * y.mean.abs().max(1.0)
-                    && x.min == y.min
-                    && x.max == y.max
-                    && x.last == y.last
-            })
-    }
-
-    /// Time-scale answers, from aggregates and from raw rows, match a brute-force aggregation
-    /// of the same estimates, for steps on and off the materialised scales.
-    #[test]
-    fn time_scale_answers_match_brute_force() {
-        let mut s = Store::in_memory(Duration::from_secs(86_400 * 365)).unwrap();
-        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let t0 = 1_795_000_000_000_000_000u64;
-        let mut rows = Vec::new();
-        for i in 0..3000u64 {
-            // Irregular times over ~3 hours, distinct (so "last" is well defined).
-            let t = t0 + i * 3_600_000_000 + rng.random_range(0..3_000_000_000);
-            rows.push(rec("a->b", "avail_bw", t, rng.random_range(1e6..1e8)));
-            if i % 3 == 0 {
-                rows.push(rec("a->c", "avail_bw", t, 5e6));
-            }
-        }
-        s.insert(&rows).unwrap();
-        let a_b: Vec<Record> = rows.iter().filter(|r| r.path == "a->b").cloned().collect();
-        let end = t0 + 3 * 3_600_000_000_000;
-        for (step, count, source) in [
-            (1u64, 500usize, "raw"),
-            (60, 60, "agg_60s"),
-            (120, 30, "agg_60s"),
-            (3600, 3, "agg_3600s"),
-            (7, 200, "raw"),
-            (90, 100, "raw"),
-        ] {
-            let ans = s
-                .scale("a->b", "avail_bw", Duration::from_secs(step), count, end)
-                .unwrap();
-            let step_ns = step * 1_000_000_000;
-            let last = (end - 1) / step_ns;
-            let from = (last + 1 - count as u64) * step_ns;
-            let want = brute(&a_b, step_ns, from, (last + 1) * step_ns);
-            assert_eq!(ans.source, source);
-            assert!(ans.complete);
-            assert!(!want.is_empty());
-            assert!(
-                close(&ans.points, &want),
-                "step {step}: {:?} vs {:?}",
-                &ans.points[..2.min(ans.points.len())],
-                &want[..2]
-            );
-        }
-        assert_eq!(s.count().unwrap(), rows.len() as u64);
-        assert_eq!(s.latest("a->c", "avail_bw").unwrap().unwrap().value, 5e6);
-        assert_eq!(s.series().unwrap().len(), 2);
-    }
-
-    /// Raw rows go after the retention; aggregates stay and still answer; a step that needs
-    /// raw rows says it is incomplete.
-    #[test]
-    fn retention_keeps_aggregates() {
-        let mut s = Store::in_memory(Duration::from_secs(600)).unwrap();
-        // On a minute boundary, so 100 one-minute steps hold the 100 estimates.
-        let t0 = 1_795_000_020_000_000_000u64;
-        let rows: Vec<Record> = (0..100)
-            .map(|i| rec("a->b", "rtt", t0 + i * 60_000_000_000, i as f64))
-            .collect();
-        s.insert(&rows).unwrap();
-        let now = t0 + 100 * 60_000_000_000;
-        let deleted = s.apply_retention(now).unwrap();
-        assert_eq!(deleted, 90);
-        assert_eq!(s.count().unwrap(), 10);
-        let agg = s
-            .scale("a->b", "rtt", Duration::from_secs(60), 100, now)
-            .unwrap();
-        assert_eq!((agg.points.len(), agg.complete), (100, true));
-        let raw = s
-            .scale("a->b", "rtt", Duration::from_secs(7), 1000, now)
-            .unwrap();
-        assert_eq!(raw.source, "raw");
-        assert!(!raw.complete, "needs deleted rows");
-    }
-
-    #[test]
-    fn bad_input_is_refused_whole() {
-        let mut s = Store::in_memory(Duration::from_secs(60)).unwrap();
-        let good = rec("a->b", "avail_bw", 1, 1.0);
-        let bad = rec("a->b", "avail_bw", 2, f64::NAN);
-        assert!(s.insert(&[good.clone(), bad]).is_err());
-        assert_eq!(s.count().unwrap(), 0, "all or none");
-        assert!(s.insert(&[rec("", "x", 1, 1.0)]).is_err());
-        assert!(s
-            .scale("a->b", "avail_bw", Duration::from_millis(1500), 10, 10)
-            .is_err());
-        assert!(s
-            .scale("a->b", "avail_bw", Duration::from_secs(1), 0, 10)
-            .is_err());
-        assert!(s.latest("nope", "x").unwrap().is_none());
-    }
+    crate::conformance_tests!(|retention| -> Box<dyn EstimateStore> {
+        Box::new(Store::in_memory(retention).unwrap())
+    });
 }

@@ -377,7 +377,13 @@ class Counters:
 @dataclass(frozen=True)
 class Schedule:
     """A path this agent keeps fresh: its peer (``IP:PORT``), its name ``SRC->DST`` once
-    connected (else None), method, period, byte budget, last measurement and error."""
+    connected (else None), method, period, byte budget, last measurement and error.
+
+    ``budget_bytes_per_min`` is the budget in force: the configured one or, when
+    ``budget_configured`` is False, the default derived from the method's cost at the path's
+    capacity. ``budget_exhausted`` is True while the last round gave no fresh estimate because
+    the budget ran out (``last_error`` then says so). Agents that predate these fields read as
+    configured and not exhausted."""
 
     peer: str
     path: Optional[str]
@@ -387,6 +393,8 @@ class Schedule:
     last_ns: Optional[int]
     last_error: Optional[str]
     counters: Counters = field(default_factory=Counters)
+    budget_configured: bool = True
+    budget_exhausted: bool = False
 
     @classmethod
     def from_json(cls, v: Any) -> "Schedule":
@@ -401,6 +409,8 @@ class Schedule:
             last_ns=_opt_int(d, "last_ns", w),
             last_error=_opt_str(d, "last_error", w),
             counters=Counters.from_json(_get(d, "counters", w)),
+            budget_configured=_bool(d, "budget_configured", w) if "budget_configured" in d else True,
+            budget_exhausted=_bool(d, "budget_exhausted", w) if "budget_exhausted" in d else False,
         )
 
     @property

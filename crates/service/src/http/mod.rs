@@ -2,11 +2,19 @@
 //! estimate (measured on demand when stale), history at a time scale, raw records, event
 //! subscriptions (SSE), Prometheus metrics, and the dashboard. Loopback clients need nothing;
 //! any other client needs `Authorization: Bearer TOKEN` (or `?access_token=` where a header
-//! cannot be set). Errors are JSON `{"error": "..."}` with a status that says whose fault it is.
+//! cannot be set; `auth`). Errors are JSON `{"error": "..."}` with a status that says whose
+//! fault it is — unknown routes, methods, parameters and over-long URIs included. Connections
+//! are bounded in number and in how long they may idle before a request ([`conn`]).
+
+mod auth;
+pub mod conn;
+pub mod query;
+
+pub use conn::Limits;
 
 use crate::watch::{Conditions, Watch};
 use crate::{Hub, PathState};
-use axum::extract::{ConnectInfo, Query, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{self, KeepAlive, Sse};
@@ -14,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use mgrp_store::{EstimateStore, Record};
+use query::Q;
 use serde::Deserialize;
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -29,60 +38,22 @@ mod assets {
 }
 
 /// The API's description, served at /v1/openapi.yaml.
-pub const OPENAPI: &str = include_str!("../openapi.yaml");
+pub const OPENAPI: &str = include_str!("../../openapi.yaml");
 
 type AppState = Arc<Hub>;
+
+/// The longest request URI answered; longer ones get a JSON 414. (Past 64 KiB, or a request
+/// head past hyper's buffer, hyper itself answers 414/431 without a body.)
+pub const MAX_URI: usize = 8192;
 
 fn error(status: StatusCode, why: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({ "error": why.into() }))).into_response()
 }
 
-/// Static files carry no data: anyone who can reach the agent may load the page and the spec.
-fn is_public(path: &str) -> bool {
-    path == "/" || path.starts_with("/dashboard/") || path == "/v1/openapi.yaml"
-}
-
-async fn auth(
-    State(st): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    req: Request,
-    next: Next,
-) -> Response {
-    if peer.ip().is_loopback() || is_public(req.uri().path()) {
-        return next.run(req).await;
-    }
-    let header = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_string);
-    // EventSource cannot set headers: accept the token as a query parameter too.
-    let query = req.uri().query().and_then(|q| {
-        q.split('&')
-            .find_map(|kv| kv.strip_prefix("access_token="))
-            .map(str::to_string)
-    });
-    let given = header.or(query);
-    match (&st.token(), given.as_deref()) {
-        (Some(t), Some(g)) if constant_time_eq(t.as_bytes(), g.as_bytes()) => next.run(req).await,
-        (None, _) => error(
-            StatusCode::UNAUTHORIZED,
-            "this agent answers only localhost: configure a token to allow other clients",
-        ),
-        _ => error(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong token (Authorization: Bearer TOKEN)",
-        ),
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-// Every field is a string, parsed by hand, so a bad value gets a message of ours.
+// Every field is a string, parsed by hand, so a bad value gets a message of ours; unknown
+// names are refused (query::parse).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct EstimateQuery {
     path: Option<String>,
     peer: Option<String>,
@@ -92,6 +63,7 @@ struct EstimateQuery {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct HistoryQuery {
     path: Option<String>,
     peer: Option<String>,
@@ -102,6 +74,7 @@ struct HistoryQuery {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RecordsQuery {
     path: Option<String>,
     peer: Option<String>,
@@ -112,6 +85,7 @@ struct RecordsQuery {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct EventsQuery {
     path: Option<String>,
     peer: Option<String>,
@@ -120,12 +94,11 @@ struct EventsQuery {
     rise_pct: Option<String>,
     fall_pct: Option<String>,
     change_pct: Option<String>,
-    #[allow(dead_code)]
-    access_token: Option<String>,
 }
 
 /// A refusal: its status and the reason, sent as `{"error": reason}`.
-struct ApiError(StatusCode, String);
+#[derive(Debug)]
+pub struct ApiError(StatusCode, String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -133,7 +106,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn bad(why: impl Into<String>) -> ApiError {
+pub(crate) fn bad(why: impl Into<String>) -> ApiError {
     ApiError(StatusCode::BAD_REQUEST, why.into())
 }
 
@@ -261,7 +234,7 @@ fn duration(name: &str, v: &str, max: Duration) -> Result<Duration, ApiError> {
     Ok(d)
 }
 
-async fn estimate(State(st): State<AppState>, Query(q): Query<EstimateQuery>) -> ApiResult {
+async fn estimate(State(st): State<AppState>, Q(q): Q<EstimateQuery>) -> ApiResult {
     let metric = metric(q.metric)?;
     let target = Target::resolve(&st, q.path, q.peer)?;
     let max_age = match q.max_age.as_deref() {
@@ -332,7 +305,7 @@ async fn estimate(State(st): State<AppState>, Query(q): Query<EstimateQuery>) ->
     }
 }
 
-async fn history(State(st): State<AppState>, Query(q): Query<HistoryQuery>) -> ApiResult {
+async fn history(State(st): State<AppState>, Q(q): Q<HistoryQuery>) -> ApiResult {
     let metric = metric(q.metric)?;
     let step = mgrp_traffic::units::parse_duration(q.step.as_deref().unwrap_or("60s"))
         .map_err(|e| bad(format!("step: {e}")))?;
@@ -366,7 +339,7 @@ fn ns(name: &str, v: Option<&str>, default: u64) -> Result<u64, ApiError> {
     }
 }
 
-async fn records(State(st): State<AppState>, Query(q): Query<RecordsQuery>) -> ApiResult {
+async fn records(State(st): State<AppState>, Q(q): Q<RecordsQuery>) -> ApiResult {
     let metric = metric(q.metric)?;
     let to = ns("to_ns", q.to_ns.as_deref(), mgrp_clock::realtime_ns())?;
     let from = ns(
@@ -421,7 +394,7 @@ impl Drop for Subscription {
 
 async fn events(
     State(st): State<AppState>,
-    Query(q): Query<EventsQuery>,
+    Q(q): Q<EventsQuery>,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<sse::Event, Infallible>>>, ApiError> {
     let metric = metric(q.metric)?;
     let below = match q.below.as_deref() {
@@ -543,45 +516,96 @@ async fn dashboard_file(axum::extract::Path(name): axum::extract::Path<String>) 
     asset(&name)
 }
 
+/// Refuse over-long URIs before anything parses them.
+async fn uri_limit(req: Request, next: Next) -> Response {
+    let len = req.uri().path().len() + req.uri().query().map_or(0, |q| q.len() + 1);
+    if len > MAX_URI {
+        return error(
+            StatusCode::URI_TOO_LONG,
+            format!("request URI longer than {MAX_URI} bytes"),
+        );
+    }
+    next.run(req).await
+}
+
+/// The API's routes, behind the token check and the URI limit.
+fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(dashboard_index))
+        .route("/dashboard/{*file}", get(dashboard_file))
+        .route("/v1/paths", get(paths))
+        .route("/v1/schedules", get(schedules))
+        .route("/v1/passive", get(passive))
+        .route("/v1/estimate", get(estimate))
+        .route("/v1/history", get(history))
+        .route("/v1/records", get(records))
+        .route("/v1/events", get(events))
+        .route("/v1/openapi.yaml", get(openapi))
+        .route("/metrics", get(metrics))
+        .fallback(|| async {
+            error(
+                StatusCode::NOT_FOUND,
+                "no such endpoint: see /v1/openapi.yaml",
+            )
+        })
+        .method_not_allowed_fallback(|| async {
+            error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed: the API answers GET only",
+            )
+        })
+        .layer(middleware::from_fn_with_state(state.clone(), auth::auth))
+        .layer(middleware::from_fn(uri_limit))
+        .with_state(state)
+}
+
+/// Why the HTTP server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("HTTP API: cannot listen on {0}: {1}")]
+    Listen(SocketAddr, std::io::Error),
+    #[error("HTTP API: {0}")]
+    Io(#[from] std::io::Error),
+}
+
 /// The HTTP server, on its own thread and runtime; stopped (gracefully) on drop.
 pub struct Http {
     addr: SocketAddr,
+    counters: Arc<conn::ConnCounters>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Http {
-    pub fn start(listen: SocketAddr, hub: Arc<Hub>) -> Result<Http, String> {
-        let std_listener = std::net::TcpListener::bind(listen)
-            .map_err(|e| format!("HTTP API: cannot listen on {listen}: {e}"))?;
-        std_listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("HTTP API: {e}"))?;
-        let addr = std_listener
-            .local_addr()
-            .map_err(|e| format!("HTTP API: {e}"))?;
-        let state = hub;
-        let app = Router::new()
-            .route("/", get(dashboard_index))
-            .route("/dashboard/{*file}", get(dashboard_file))
-            .route("/v1/paths", get(paths))
-            .route("/v1/schedules", get(schedules))
-            .route("/v1/passive", get(passive))
-            .route("/v1/estimate", get(estimate))
-            .route("/v1/history", get(history))
-            .route("/v1/records", get(records))
-            .route("/v1/events", get(events))
-            .route("/v1/openapi.yaml", get(openapi))
-            .route("/metrics", get(metrics))
-            .fallback(|| async {
-                error(
-                    StatusCode::NOT_FOUND,
-                    "no such endpoint: see /v1/openapi.yaml",
-                )
-            })
-            .layer(middleware::from_fn_with_state(state.clone(), auth))
-            .with_state(state);
+    /// Serve the hub's API on `listen` within the default [`Limits`].
+    pub fn start(listen: SocketAddr, hub: Arc<Hub>) -> Result<Http, HttpError> {
+        Http::start_with(listen, hub, Limits::default())
+    }
+
+    pub fn start_with(
+        listen: SocketAddr,
+        hub: Arc<Hub>,
+        limits: Limits,
+    ) -> Result<Http, HttpError> {
+        let std_listener =
+            std::net::TcpListener::bind(listen).map_err(|e| HttpError::Listen(listen, e))?;
+        std_listener.set_nonblocking(true)?;
+        let addr = std_listener.local_addr()?;
+        let counters = Arc::new(conn::ConnCounters::default());
+        let c = counters.clone();
+        hub.add_counters(
+            "http_connections",
+            Box::new(move || {
+                c.snapshot()
+                    .pairs()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect()
+            }),
+        );
+        let app = router(hub);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let c = counters.clone();
         let thread = std::thread::Builder::new()
             .name("http-api".into())
             .spawn(move || {
@@ -596,19 +620,15 @@ impl Http {
                     let Ok(listener) = tokio::net::TcpListener::from_std(std_listener) else {
                         return;
                     };
-                    let _ = axum::serve(
-                        listener,
-                        app.into_make_service_with_connect_info::<SocketAddr>(),
-                    )
-                    .with_graceful_shutdown(async {
+                    conn::serve(listener, app, limits, c, async {
                         let _ = rx.await;
                     })
                     .await;
                 });
-            })
-            .map_err(|e| format!("HTTP API thread: {e}"))?;
+            })?;
         Ok(Http {
             addr,
+            counters,
             shutdown: Some(tx),
             thread: Some(thread),
         })
@@ -616,6 +636,11 @@ impl Http {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// What the server did with connections so far.
+    pub fn connections(&self) -> conn::ConnSnapshot {
+        self.counters.snapshot()
     }
 }
 

@@ -1,0 +1,108 @@
+//! The default probe-byte budget: what one estimate of the method costs at the path's
+//! capacity, with room to spare, so a schedule without a configured budget is never cut
+//! short by it. The cost is found by running the method's estimator on the fluid bottleneck
+//! model (`mgrp_estimate::fluid`) at that capacity, half of it taken by cross traffic, and
+//! reading the probe bytes its estimate's quality tuple reports.
+
+use crate::Builder;
+use mgrp_estimate::fluid::{drive, FluidPath};
+use mgrp_traffic::pattern::CrossPattern;
+
+/// The least default budget a minute (the fixed default before budgets were derived).
+pub const FLOOR: u64 = 2_000_000;
+
+/// The capacity assumed while a path's is not measured yet: the first round (which measures
+/// it) may then cost what a fast path costs.
+pub const UNKNOWN_CAPACITY_BPS: f64 = 1e9;
+
+/// One estimate's bytes times this: a minute's default budget.
+const MARGIN: f64 = 2.0;
+
+/// Simulated time one estimate may take at most.
+const HORIZON_NS: u64 = 60_000_000_000;
+
+/// Probe bytes one measurement of `method` sends on a path of `capacity_bps` (`None`: not yet
+/// measured, so the round the builder makes then is the one that measures it).
+pub fn expected_bytes(
+    build: &Builder,
+    method: &str,
+    capacity_bps: Option<f64>,
+) -> Result<u64, String> {
+    let c = capacity_bps
+        .filter(|c| c.is_finite() && *c >= 1e3)
+        .unwrap_or(UNKNOWN_CAPACITY_BPS);
+    let mut est = build(method, capacity_bps)?;
+    let cross = CrossPattern::parse(&format!("cbr:{}bit", (c / 2.0).round() as u64))
+        .map_err(|e| e.to_string())?;
+    // A 100-packet buffer and 10 ms each way, as the estimators' own tests use.
+    let mut path = FluidPath::new(c, 100.0 * 1514.0, 10_000_000, Some(cross))?;
+    // What an estimate says it cost (its quality tuple counts every probe byte sent for it).
+    let estimates = drive(&mut *est, &mut path, HORIZON_NS);
+    let cap = est.capacity().map(|e| e.quality.probe_bytes);
+    Ok(estimates
+        .iter()
+        .map(|(_, e)| e.quality.probe_bytes)
+        .chain(cap)
+        .max()
+        .unwrap_or(0))
+}
+
+/// The default budget a minute for `method` at `capacity_bps`: [`MARGIN`] estimates' worth,
+/// at least [`FLOOR`].
+pub fn default_budget(build: &Builder, method: &str, capacity_bps: Option<f64>) -> u64 {
+    match expected_bytes(build, method, capacity_bps) {
+        Ok(b) => ((b as f64 * MARGIN).ceil() as u64).max(FLOOR),
+        // The builder refuses (it will again when measuring, and say so there).
+        Err(_) => FLOOR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mgrp_estimate::auto::{Auto, AutoParams};
+    use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
+    use mgrp_estimate::chirp::{Chirp, ChirpParams};
+    use mgrp_estimate::Estimator;
+    use std::sync::Arc;
+
+    fn builder() -> Builder {
+        Arc::new(|method: &str, cap: Option<f64>| {
+            Ok(match (method, cap) {
+                ("auto", _) => Box::new(Auto::new(AutoParams {
+                    capacity_bps: cap,
+                    ..AutoParams::default()
+                })) as Box<dyn Estimator + Send>,
+                ("chirp", Some(c)) => Box::new(Chirp::new(ChirpParams::for_capacity(c))),
+                ("chirp", None) => Box::new(CapacityEstimator::new(CapacityParams::default())),
+                _ => return Err(format!("unknown method {method}")),
+            })
+        })
+    }
+
+    #[test]
+    fn the_default_fits_an_estimate_at_the_capacity() {
+        let b = builder();
+        for (m, c) in [
+            ("auto", None),
+            ("auto", Some(10e6)),
+            ("auto", Some(100e6)),
+            ("auto", Some(1e9)),
+            ("chirp", None),
+            ("chirp", Some(10e6)),
+            ("chirp", Some(1e9)),
+        ] {
+            let bytes = expected_bytes(&b, m, c).unwrap();
+            let d = default_budget(&b, m, c);
+            eprintln!("{m} at {c:?}: {bytes} B, default {d} B/min");
+            assert!(bytes > 0, "{m} {c:?}");
+            assert!(d >= 2 * bytes && d >= FLOOR, "{m} {c:?}: {d} < 2 x {bytes}");
+        }
+        // An auto estimate on a fast path costs more than the old fixed 2 MB default.
+        assert!(
+            expected_bytes(&b, "auto", Some(1e9)).unwrap()
+                > expected_bytes(&b, "auto", Some(10e6)).unwrap()
+        );
+        assert_eq!(default_budget(&b, "magic", Some(1e6)), FLOOR);
+    }
+}

@@ -1,0 +1,207 @@
+//! A running schedule as others see it: its configuration, counters, name once connected, the
+//! budget in force, last error, and the "measure now" and "stop" bells its driver listens to.
+
+use crate::config::PathSchedule;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+mgrp_counters::counters! {
+    /// A schedule's counters.
+    pub struct Counters => CounterSnapshot {
+        /// Measurements run
+        measurements,
+        /// Estimates stored
+        estimates_stored,
+        /// Probe bytes sent
+        probe_bytes,
+        /// Measurements not started: the minute's budget was spent
+        skipped_for_budget,
+        /// Measurements cut short before a train the budget could not pay for
+        cut_by_budget,
+        /// Errors (connect, measure, store)
+        errors,
+    }
+}
+
+/// What `last_error` says while the budget keeps a schedule from a fresh estimate.
+pub const BUDGET_EXHAUSTED: &str = "probe byte budget exhausted";
+
+pub struct PathState {
+    pub sched: PathSchedule,
+    pub(crate) counters: Counters,
+    name: Mutex<Option<String>>,
+    pub(crate) last_ns: AtomicU64,
+    last_error: Mutex<Option<String>>,
+    /// The budget in force: the configured one, or the default derived for the capacity.
+    budget: AtomicU64,
+    budget_exhausted: AtomicBool,
+    pub(crate) wake: AtomicBool,
+    pub(crate) stop: AtomicBool,
+}
+
+/// A schedule's view for the API.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScheduleView {
+    pub peer: String,
+    pub path: Option<String>,
+    pub method: String,
+    pub every_s: f64,
+    /// The budget in force (derived from the method and the path's capacity unless
+    /// configured).
+    pub budget_bytes_per_min: u64,
+    /// Whether the budget was configured (`false`: the derived default).
+    pub budget_configured: bool,
+    /// The last round gave no fresh estimate because the budget ran out (skipped or cut).
+    pub budget_exhausted: bool,
+    pub last_ns: Option<u64>,
+    pub last_error: Option<String>,
+    pub counters: CounterSnapshot,
+}
+
+impl PathState {
+    pub(crate) fn new(sched: PathSchedule, budget: u64) -> PathState {
+        PathState {
+            sched,
+            counters: Counters::default(),
+            name: Mutex::new(None),
+            last_ns: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+            budget: AtomicU64::new(budget),
+            budget_exhausted: AtomicBool::new(false),
+            wake: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// `SRC->DST` once the first session is up.
+    pub fn name(&self) -> Option<String> {
+        self.name.lock().ok().and_then(|n| n.clone())
+    }
+
+    pub(crate) fn set_name(&self, name: String) {
+        if let Ok(mut n) = self.name.lock() {
+            *n = Some(name);
+        }
+    }
+
+    /// Measure at once instead of at the next scheduled time (the budget still holds).
+    pub fn measure_now(&self) {
+        self.wake.store(true, Ordering::Relaxed);
+    }
+
+    pub fn counters(&self) -> CounterSnapshot {
+        self.counters.snapshot()
+    }
+
+    pub fn budget(&self) -> u64 {
+        self.budget.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_budget(&self, b: u64) {
+        self.budget.store(b, Ordering::Relaxed);
+    }
+
+    pub fn budget_exhausted(&self) -> bool {
+        self.budget_exhausted.load(Ordering::Relaxed)
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    pub fn view(&self) -> ScheduleView {
+        let last = self.last_ns.load(Ordering::Relaxed);
+        ScheduleView {
+            peer: self.sched.peer.to_string(),
+            path: self.name(),
+            method: self.sched.method.clone(),
+            every_s: self.sched.every.as_secs_f64(),
+            budget_bytes_per_min: self.budget(),
+            budget_configured: self.sched.budget.is_some(),
+            budget_exhausted: self.budget_exhausted(),
+            last_ns: (last > 0).then_some(last),
+            last_error: self.last_error(),
+            counters: self.counters(),
+        }
+    }
+
+    /// Count an error and say it on stderr — once, until a different one comes, so a peer that
+    /// stays down does not flood the log.
+    pub(crate) fn fail(&self, why: &str) {
+        self.counters.bump(&self.counters.errors, 1);
+        self.set_error(why);
+    }
+
+    /// The budget kept this round from a fresh estimate: say so (not counted as an error; the
+    /// skip and cut counters count it).
+    pub(crate) fn budget_ran_out(&self, detail: &str) {
+        self.budget_exhausted.store(true, Ordering::Relaxed);
+        self.set_error(&format!("{BUDGET_EXHAUSTED}: {detail}"));
+    }
+
+    fn set_error(&self, why: &str) {
+        if let Ok(mut last) = self.last_error.lock() {
+            if last.as_deref() != Some(why) {
+                eprintln!(
+                    "mgrp agent: path to {} ({}): {why}",
+                    self.sched.peer, self.sched.method
+                );
+                *last = Some(why.to_string());
+            }
+        }
+    }
+
+    /// A fresh estimate stored: the next failure is news.
+    pub(crate) fn ok(&self) {
+        self.budget_exhausted.store(false, Ordering::Relaxed);
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn state(budget: Option<u64>) -> PathState {
+        let sched = PathSchedule {
+            peer: "198.18.3.2:7240".parse().unwrap(),
+            method: "chirp".into(),
+            every: Duration::from_secs(10),
+            budget,
+        };
+        PathState::new(sched, budget.unwrap_or(3_000_000))
+    }
+
+    #[test]
+    fn budget_exhaustion_shows_until_an_estimate_is_stored() {
+        let s = state(None);
+        let v = s.view();
+        assert_eq!(
+            (v.budget_bytes_per_min, v.budget_configured),
+            (3_000_000, false)
+        );
+        assert!(!v.budget_exhausted && v.last_error.is_none());
+        s.budget_ran_out("cut before a 40 kB train");
+        let v = s.view();
+        assert!(v.budget_exhausted);
+        assert!(v.last_error.unwrap().starts_with(BUDGET_EXHAUSTED));
+        assert_eq!(v.counters.errors, 0, "the budget is not an error");
+        s.ok();
+        let v = s.view();
+        assert!(!v.budget_exhausted && v.last_error.is_none());
+    }
+
+    #[test]
+    fn errors_are_counted_each_time() {
+        let s = state(Some(50_000));
+        s.fail("refused");
+        s.fail("refused");
+        assert_eq!(s.counters().errors, 2);
+        assert_eq!(s.last_error().as_deref(), Some("refused"));
+        assert!(s.view().budget_configured);
+    }
+}

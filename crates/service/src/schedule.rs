@@ -1,0 +1,270 @@
+//! When a path is measured and how many probe bytes that measurement may spend: a sans-IO
+//! state machine (explicit monotonic `now_ns`, no clock, no sockets, no threads). The driver
+//! (`driver.rs`) asks [`Schedule::poll`] what to do, runs the measurement, and reports back
+//! with [`Schedule::handle_measured`] or [`Schedule::handle_failed`]; it sleeps until
+//! [`Schedule::poll_timeout`] or a "measure now" ([`Schedule::handle_wake`]).
+
+use std::collections::VecDeque;
+
+const MINUTE_NS: u64 = 60_000_000_000;
+
+/// Consecutive failures wait `every`, `2 × every`, `4 × every`... up to this (or `every` if
+/// longer), so a peer that stays down is not hammered with connection attempts.
+pub const MAX_BACKOFF_NS: u64 = 5 * MINUTE_NS;
+
+/// Spends remembered at most; older ones fall out of the minute anyway, and a schedule
+/// measures at most every 100 ms (600 a minute).
+const SPENT_CAP: usize = 1024;
+
+/// What the driver should do now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Measure, spending at most `allowance` probe bytes.
+    Measure { allowance: u64 },
+    /// Due, but the trailing minute's budget is spent: not measured (counted by the driver).
+    Skip,
+}
+
+/// Why the last round did not give a fresh estimate, if it was the budget's doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetCut {
+    /// A measurement was not started: the minute's bytes were spent.
+    Skipped,
+    /// A measurement stopped before a train the remaining allowance could not pay for.
+    Cut,
+}
+
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    every_ns: u64,
+    budget: u64,
+    /// (when, bytes) of the measurements in the trailing minute, oldest first.
+    spent: VecDeque<(u64, u64)>,
+    next_ns: u64,
+    /// When the current (or last) round started.
+    round_ns: u64,
+    failures: u32,
+    woken: bool,
+    budget_cut: Option<BudgetCut>,
+}
+
+impl Schedule {
+    /// A schedule due at once, then every `every_ns`, within `budget` probe bytes a minute.
+    pub fn new(now_ns: u64, every_ns: u64, budget: u64) -> Schedule {
+        Schedule {
+            every_ns: every_ns.max(1),
+            budget,
+            spent: VecDeque::new(),
+            next_ns: now_ns,
+            round_ns: now_ns,
+            failures: 0,
+            woken: false,
+            budget_cut: None,
+        }
+    }
+
+    /// Change the budget (the default one follows the path's measured capacity).
+    pub fn set_budget(&mut self, budget: u64) {
+        self.budget = budget;
+    }
+
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// Measure at the next poll instead of at the scheduled time (the budget still holds).
+    pub fn handle_wake(&mut self) {
+        self.woken = true;
+    }
+
+    /// When the next measurement is due (monotonic ns); the driver sleeps until then.
+    pub fn poll_timeout(&self) -> u64 {
+        self.next_ns
+    }
+
+    /// What to do at `now_ns`: `None` until due.
+    pub fn poll(&mut self, now_ns: u64) -> Option<Action> {
+        if now_ns < self.next_ns && !self.woken {
+            return None;
+        }
+        self.woken = false;
+        self.round_ns = now_ns;
+        // The next round is timed from this one's start, as a steady rhythm.
+        self.next_ns = now_ns.saturating_add(self.every_ns);
+        let used = self.used(now_ns);
+        if used >= self.budget {
+            self.budget_cut = Some(BudgetCut::Skipped);
+            return Some(Action::Skip);
+        }
+        Some(Action::Measure {
+            allowance: self.budget - used,
+        })
+    }
+
+    /// Probe bytes spent in the minute before `now_ns`.
+    pub fn used(&mut self, now_ns: u64) -> u64 {
+        while self
+            .spent
+            .front()
+            .is_some_and(|(t, _)| now_ns.saturating_sub(*t) >= MINUTE_NS)
+        {
+            self.spent.pop_front();
+        }
+        self.spent.iter().map(|(_, b)| b).sum()
+    }
+
+    /// A measurement ended at `now_ns` having sent `bytes`; `cut` if the budget stopped it.
+    pub fn handle_measured(&mut self, now_ns: u64, bytes: u64, cut: bool) {
+        self.record_spend(now_ns, bytes);
+        self.failures = 0;
+        self.budget_cut = cut.then_some(BudgetCut::Cut);
+    }
+
+    /// Connecting or measuring failed at `now_ns` after sending `bytes`: try again after a
+    /// backoff that doubles with each failure in a row.
+    pub fn handle_failed(&mut self, now_ns: u64, bytes: u64) {
+        self.record_spend(now_ns, bytes);
+        self.failures = self.failures.saturating_add(1);
+        let cap = MAX_BACKOFF_NS.max(self.every_ns);
+        let shift = (self.failures - 1).min(20);
+        let wait = self.every_ns.saturating_mul(1 << shift).min(cap);
+        // From the round's start, like a success: the first failure keeps the rhythm.
+        self.next_ns = self.round_ns.saturating_add(wait);
+    }
+
+    /// Whether the last round's estimate is missing because of the budget.
+    pub fn budget_cut(&self) -> Option<BudgetCut> {
+        self.budget_cut
+    }
+
+    /// Failures in a row.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    fn record_spend(&mut self, now_ns: u64, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        if self.spent.len() >= SPENT_CAP {
+            // Merge the two oldest: the sum stays right, only its age is rounded up.
+            if let Some((_, b)) = self.spent.pop_front() {
+                if let Some(f) = self.spent.front_mut() {
+                    f.1 += b;
+                }
+            }
+        }
+        self.spent.push_back((now_ns, bytes));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn due_at_once_then_every_period() {
+        let mut s = Schedule::new(100, 10 * S, 1_000_000);
+        assert_eq!(s.poll_timeout(), 100);
+        assert_eq!(s.poll(99), None);
+        assert_eq!(
+            s.poll(100),
+            Some(Action::Measure {
+                allowance: 1_000_000
+            })
+        );
+        assert_eq!(s.poll_timeout(), 100 + 10 * S);
+        s.handle_measured(100 + 2 * S, 1000, false);
+        assert_eq!(s.poll(5 * S), None);
+        assert_eq!(
+            s.poll(100 + 10 * S),
+            Some(Action::Measure { allowance: 999_000 })
+        );
+    }
+
+    #[test]
+    fn wake_measures_early_and_only_once() {
+        let mut s = Schedule::new(0, 60 * S, 1_000_000);
+        s.poll(0);
+        s.handle_measured(S, 10, false);
+        s.handle_wake();
+        assert!(matches!(s.poll(2 * S), Some(Action::Measure { .. })));
+        assert_eq!(s.poll(3 * S), None, "the bell rings once");
+        assert_eq!(s.poll_timeout(), 62 * S);
+    }
+
+    #[test]
+    fn budget_is_a_trailing_minute() {
+        let mut s = Schedule::new(0, S, 10_000);
+        assert_eq!(s.poll(0), Some(Action::Measure { allowance: 10_000 }));
+        s.handle_measured(S / 2, 6_000, false);
+        assert_eq!(s.poll(S), Some(Action::Measure { allowance: 4_000 }));
+        s.handle_measured(S + S / 2, 4_000, true);
+        assert_eq!(s.budget_cut(), Some(BudgetCut::Cut));
+        assert_eq!(s.poll(2 * S), Some(Action::Skip));
+        assert_eq!(s.budget_cut(), Some(BudgetCut::Skipped));
+        // The first spend leaves the window a minute after it was made.
+        assert_eq!(
+            s.poll(60 * S + S / 2),
+            Some(Action::Measure { allowance: 6_000 })
+        );
+        s.handle_measured(61 * S, 0, false);
+        assert_eq!(
+            s.budget_cut(),
+            None,
+            "a round within budget clears the flag"
+        );
+        assert_eq!(s.used(61 * S + S / 2), 0);
+    }
+
+    #[test]
+    fn zero_budget_never_measures() {
+        let mut s = Schedule::new(0, S, 0);
+        assert_eq!(s.poll(0), Some(Action::Skip));
+    }
+
+    #[test]
+    fn failures_back_off_and_success_resets() {
+        let mut s = Schedule::new(0, 10 * S, 1_000_000);
+        let mut t = 0;
+        let mut gaps = Vec::new();
+        for _ in 0..8 {
+            assert!(matches!(s.poll(t), Some(Action::Measure { .. })), "at {t}");
+            s.handle_failed(t + S, 0);
+            gaps.push((s.poll_timeout() - t) / S);
+            t = s.poll_timeout();
+        }
+        assert_eq!(gaps, [10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(s.failures(), 8);
+        s.poll(t);
+        s.handle_measured(t + S, 100, false);
+        assert_eq!((s.failures(), s.poll_timeout()), (0, t + 10 * S));
+    }
+
+    #[test]
+    fn backoff_never_shorter_than_the_period() {
+        let mut s = Schedule::new(0, 3600 * S, 1_000_000);
+        s.poll(0);
+        s.handle_failed(S, 0);
+        assert_eq!(s.poll_timeout(), 3600 * S);
+        s.poll(3600 * S);
+        s.handle_failed(3601 * S, 0);
+        assert_eq!(
+            s.poll_timeout(),
+            7200 * S,
+            "capped at the period when it is longer"
+        );
+    }
+
+    #[test]
+    fn spends_are_bounded_and_still_summed() {
+        let mut s = Schedule::new(0, 1, u64::MAX);
+        for i in 0..5000u64 {
+            s.handle_measured(i, 2, false);
+        }
+        assert!(s.spent.len() <= SPENT_CAP);
+        assert_eq!(s.used(5000), 10_000);
+    }
+}

@@ -1,0 +1,323 @@
+//! Start, stop and reload: the store and archive opened, one driver thread per schedule and
+//! per passive source, the hub told what runs, and a new configuration applied in place.
+
+use crate::archive::Archive;
+use crate::config::{self, PassiveSource, PathSchedule, ServiceConfig};
+use crate::driver::Driver;
+use crate::hub::{counter_pairs, Hub};
+use crate::passive::{self, PassiveState};
+use crate::path::{CounterSnapshot, PathState};
+use crate::{Builder, Error, SharedStore};
+use mgrp_engine::auth::Key;
+use mgrp_engine::pacer::Pacer;
+use mgrp_engine::riders::RiderSender;
+use mgrp_store::{Durability, EstimateStore, Store};
+use serde::Serialize;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// What a reload changed, and what it could not change without a restart.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct ReloadReport {
+    pub started: Vec<String>,
+    pub stopped: Vec<String>,
+    pub kept: usize,
+    pub token_changed: bool,
+    /// Settings that differ but only take effect at the next start.
+    pub need_restart: Vec<String>,
+}
+
+struct Running {
+    state: Arc<PathState>,
+    thread: JoinHandle<()>,
+}
+
+struct RunningPassive {
+    src: PassiveSource,
+    state: Arc<PassiveState>,
+    thread: JoinHandle<()>,
+}
+
+pub struct Service {
+    hub: Arc<Hub>,
+    cfg: ServiceConfig,
+    key: Key,
+    build: Builder,
+    pacer: Option<Arc<Pacer>>,
+    riders: Option<Arc<RiderSender>>,
+    running: Vec<Running>,
+    passive: Vec<RunningPassive>,
+    /// Counters of schedules stopped by reloads, so totals never go backwards.
+    retired: CounterSnapshot,
+}
+
+/// Open the store a configuration names.
+pub fn open_store(cfg: &ServiceConfig) -> Result<Box<dyn EstimateStore>, Error> {
+    Ok(match &cfg.store {
+        Some(config::StoreAt::File(p)) => {
+            Box::new(Store::open(p, Durability::Process, cfg.retention)?)
+        }
+        Some(config::StoreAt::Postgres(url)) => {
+            Box::new(mgrp_store_pg::PgStore::connect(url, cfg.retention)?)
+        }
+        None => Box::new(Store::in_memory(cfg.retention)?),
+    })
+}
+
+fn start_riders(
+    cfg: &config::RidersConfig,
+    key: &Key,
+    hub: &Hub,
+) -> Result<Arc<RiderSender>, Error> {
+    let sender = Arc::new(RiderSender::start(
+        &mgrp_engine::riders::RiderConfig {
+            dev: cfg.dev.clone(),
+            opt_in: cfg.opt_in.clone(),
+            hold: cfg.hold,
+            ratio: cfg.ratio,
+        },
+        key.clone(),
+    )?);
+    let s = sender.clone();
+    hub.add_counters(
+        "riders_sent",
+        Box::new(move || {
+            let mut v = counter_pairs(&s.counters());
+            if let Some(b) = s.buffer_counters() {
+                v.extend(
+                    counter_pairs(&b)
+                        .into_iter()
+                        .map(|(k, x)| (format!("buffer_{k}"), x)),
+                );
+            }
+            v
+        }),
+    );
+    Ok(sender)
+}
+
+impl Service {
+    /// Open the store and start one scheduler thread per configured path.
+    pub fn start(cfg: &ServiceConfig, key: Key, build: Builder) -> Result<Service, Error> {
+        let hub = Hub::new(open_store(cfg)?, cfg.token.clone());
+        if let Some(url) = &cfg.archive {
+            let a = Arc::new(Archive::start(url, cfg.retention)?);
+            let c = a.clone();
+            hub.add_counters("archive", Box::new(move || c.counters()));
+            if let Ok(mut g) = hub.archive.write() {
+                *g = Some(a);
+            }
+        }
+        let riders = match &cfg.riders {
+            Some(r) => Some(start_riders(r, &key, &hub)?),
+            None => None,
+        };
+        let mut svc = Service {
+            hub,
+            cfg: cfg.clone(),
+            key,
+            build,
+            riders,
+            pacer: None,
+            running: Vec::new(),
+            passive: Vec::new(),
+            retired: CounterSnapshot::default(),
+        };
+        for p in &cfg.paths {
+            svc.start_path(p.clone())?;
+        }
+        for p in &cfg.passive {
+            svc.start_passive(p.clone())?;
+        }
+        Ok(svc)
+    }
+
+    fn start_passive(&mut self, src: PassiveSource) -> Result<(), Error> {
+        let state = Arc::new(PassiveState::default());
+        let (hub, st, s) = (self.hub.clone(), state.clone(), src.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("passive-{}", src.iface))
+            .spawn(move || passive::run(&s, &st, &hub))
+            .map_err(|e| Error::Thread("passive", e))?;
+        self.passive.push(RunningPassive { src, state, thread });
+        self.publish_passive();
+        Ok(())
+    }
+
+    fn publish_passive(&self) {
+        if let Ok(mut g) = self.hub.passive.write() {
+            *g = self
+                .passive
+                .iter()
+                .map(|r| (r.src.clone(), r.state.clone()))
+                .collect();
+        }
+    }
+
+    fn start_path(&mut self, p: PathSchedule) -> Result<(), Error> {
+        let pacer = match &self.pacer {
+            Some(p) => p.clone(),
+            None => self.pacer.insert(Arc::new(Pacer::spawn()?)).clone(),
+        };
+        // The driver derives the default budget before its first round.
+        let state = Arc::new(PathState::new(
+            p.clone(),
+            p.budget.unwrap_or(crate::budget::FLOOR),
+        ));
+        let driver = Driver {
+            st: state.clone(),
+            key: self.key.clone(),
+            build: self.build.clone(),
+            pacer,
+            hub: self.hub.clone(),
+            riders: self.riders.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("sched-{}", p.peer))
+            .spawn(move || driver.run())
+            .map_err(|e| Error::Thread("scheduler", e))?;
+        self.running.push(Running { state, thread });
+        self.publish_paths();
+        Ok(())
+    }
+
+    fn publish_paths(&self) {
+        if let Ok(mut g) = self.hub.paths.write() {
+            *g = self.running.iter().map(|r| r.state.clone()).collect();
+        }
+    }
+
+    pub fn hub(&self) -> Arc<Hub> {
+        self.hub.clone()
+    }
+
+    pub fn store(&self) -> SharedStore {
+        self.hub.store()
+    }
+
+    pub fn config(&self) -> &ServiceConfig {
+        &self.cfg
+    }
+
+    /// Totals over all schedules, including those stopped by reloads.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.running
+            .iter()
+            .fold(self.retired, |acc, r| acc + r.state.counters())
+    }
+
+    /// Apply a new configuration without a restart: schedules that changed are stopped and
+    /// started anew, unchanged ones keep running (and their history of bytes spent), the token
+    /// is replaced. Store, retention and the HTTP address need a restart; the report says so.
+    pub fn reload(&mut self, new: &ServiceConfig) -> Result<ReloadReport, Error> {
+        let mut rep = ReloadReport::default();
+        if new.store != self.cfg.store {
+            rep.need_restart.push("store".into());
+        }
+        if new.archive != self.cfg.archive {
+            rep.need_restart.push("archive".into());
+        }
+        if new.retention != self.cfg.retention {
+            rep.need_restart.push("retention".into());
+        }
+        if new.http != self.cfg.http {
+            rep.need_restart.push("http".into());
+        }
+        if new.riders != self.cfg.riders {
+            rep.need_restart.push("riders".into());
+        }
+        if new.token != self.cfg.token {
+            self.hub.set_token(new.token.clone());
+            rep.token_changed = true;
+        }
+        let (keep, stop): (Vec<Running>, Vec<Running>) = std::mem::take(&mut self.running)
+            .into_iter()
+            .partition(|r| new.paths.contains(&r.state.sched));
+        self.running = keep;
+        self.publish_paths();
+        for r in &stop {
+            r.state.stop.store(true, Ordering::Relaxed);
+        }
+        for r in stop {
+            let _ = r.thread.join();
+            self.retired = self.retired + r.state.counters();
+            rep.stopped.push(describe(&r.state.sched));
+        }
+        let (keep, stop): (Vec<RunningPassive>, Vec<RunningPassive>) =
+            std::mem::take(&mut self.passive)
+                .into_iter()
+                .partition(|r| new.passive.contains(&r.src));
+        self.passive = keep;
+        self.publish_passive();
+        for r in &stop {
+            r.state.stop.store(true, Ordering::Relaxed);
+        }
+        for r in stop {
+            let _ = r.thread.join();
+            rep.stopped.push(format!("passive on {}", r.src.iface));
+        }
+        rep.kept = self.running.len() + self.passive.len();
+        for p in &new.paths {
+            if !self.running.iter().any(|r| r.state.sched == *p) {
+                self.start_path(p.clone())?;
+                rep.started.push(describe(p));
+            }
+        }
+        for p in &new.passive {
+            if !self.passive.iter().any(|r| r.src == *p) {
+                self.start_passive(p.clone())?;
+                rep.started.push(format!("passive on {}", p.iface));
+            }
+        }
+        let (store, retention, http) = (self.cfg.store.clone(), self.cfg.retention, self.cfg.http);
+        self.cfg = new.clone();
+        // What was not applied stays as it runs.
+        self.cfg.store = store;
+        self.cfg.retention = retention;
+        self.cfg.http = http;
+        Ok(rep)
+    }
+
+    /// Stop the schedulers (each after its current train) and wait for them.
+    pub fn stop(mut self) -> CounterSnapshot {
+        self.halt();
+        self.retired
+    }
+
+    fn halt(&mut self) {
+        for r in &self.running {
+            r.state.stop.store(true, Ordering::Relaxed);
+        }
+        for r in &self.passive {
+            r.state.stop.store(true, Ordering::Relaxed);
+        }
+        for r in self.passive.drain(..) {
+            let _ = r.thread.join();
+        }
+        if let Ok(mut g) = self.hub.passive.write() {
+            g.clear();
+        }
+        for r in self.running.drain(..) {
+            let _ = r.thread.join();
+            self.retired = self.retired + r.state.counters();
+        }
+        if let Ok(mut g) = self.hub.paths.write() {
+            g.clear();
+        }
+    }
+}
+
+fn describe(p: &PathSchedule) -> String {
+    let budget = match p.budget {
+        Some(b) => format!("{b} B/min"),
+        None => "default budget".into(),
+    };
+    format!("{} {} every {:?}, {budget}", p.peer, p.method, p.every)
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}

@@ -1,0 +1,51 @@
+//! The store's file on disk: private to its owner when created, kept as the owner set it.
+
+use mgrp_store::{conformance::rec, Durability, EstimateStore, Store};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mgrp-store-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir(&d).unwrap();
+    d
+}
+
+fn mode(p: &std::path::Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn a_new_store_and_its_wal_are_private() {
+    let dir = temp_dir("mode");
+    let db = dir.join("estimates.db");
+    let mut s = Store::open(&db, Durability::Process, Duration::from_secs(60)).unwrap();
+    s.insert(&[rec("a->b", "rtt", 1, 1.0)]).unwrap();
+    assert_eq!(mode(&db), 0o600);
+    let wal = dir.join("estimates.db-wal");
+    assert!(wal.exists());
+    assert_eq!(mode(&wal), 0o600, "the WAL holds the same estimates");
+    drop(s);
+    // Reopened: the data is there, the mode unchanged.
+    let s = Store::open(&db, Durability::Process, Duration::from_secs(60)).unwrap();
+    assert_eq!(s.count().unwrap(), 1);
+    assert_eq!(mode(&db), 0o600);
+    // A mode the owner chose is kept.
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o640)).unwrap();
+    drop(Store::open(&db, Durability::Process, Duration::from_secs(60)).unwrap());
+    assert_eq!(mode(&db), 0o640);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_unwritable_place_is_an_error() {
+    let e = Store::open(
+        std::path::Path::new("/nonexistent/dir/estimates.db"),
+        Durability::Process,
+        Duration::from_secs(60),
+    )
+    .err()
+    .expect("opened a store in a directory that does not exist");
+    assert!(e.to_string().contains("No such file"), "{e}");
+}
