@@ -18,7 +18,6 @@ use mgrp_shim::raw::RawSender;
 use mgrp_shim::route::{OptIn, Routing};
 use mgrp_shim::tun::Tun;
 use mgrp_wire::probe::{self, ProbeHeader, Rider, RiderProto, FLAG_RIDER};
-use serde::Serialize;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -52,50 +51,53 @@ impl Default for RiderConfig {
     }
 }
 
-macro_rules! rider_counters {
-    ($name:ident, $snap:ident { $($f:ident: $doc:literal),* $(,)? }) => {
-        #[derive(Default)]
-        struct $name { $($f: AtomicU64,)* }
-        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-        pub struct $snap { $(#[doc = $doc] pub $f: u64,)* }
-        impl $name {
-            fn snapshot(&self) -> $snap {
-                $snap { $($f: self.$f.load(Ordering::Relaxed),)* }
-            }
-        }
-    };
+mgrp_counters::counters! {
+    pub struct SendCounters => RiderSendCounters {
+        /// Packets read from the TUN
+        tun_packets,
+        /// Bytes read from the TUN
+        tun_bytes,
+        /// Packets from the TUN that were not IPv4 (dropped)
+        not_ipv4,
+        /// Packets sent normally at once (no train pending, or bounds)
+        passed_through,
+        /// Held packets sent normally at their deadline
+        expired_whole,
+        /// Riders (whole packets or fragments) carried in probes
+        rider_chunks,
+        /// Bytes carried in probe padding
+        rider_bytes,
+        /// Probes that could carry a rider and left empty
+        empty_probes,
+        /// Bytes of those empty probes
+        empty_bytes,
+        /// Fragments sent in their own packet (end of train or deadline)
+        standalone_fragments,
+        /// Bytes of standalone fragments
+        standalone_bytes,
+        /// Normal or standalone sends that failed
+        send_errors,
+        /// Standalone fragments with no session to their destination (dropped)
+        no_session,
+    }
 }
 
-rider_counters!(
-    SendCounters,
-    RiderSendCounters {
-        tun_packets: "packets read from the TUN",
-        tun_bytes: "bytes read from the TUN",
-        not_ipv4: "packets from the TUN that were not IPv4 (dropped)",
-        passed_through: "packets sent normally at once (no train pending, or bounds)",
-        expired_whole: "held packets sent normally at their deadline",
-        rider_chunks: "riders (whole packets or fragments) carried in probes",
-        rider_bytes: "bytes carried in probe padding",
-        empty_probes: "probes that could carry a rider and left empty",
-        empty_bytes: "bytes of those empty probes",
-        standalone_fragments: "fragments sent in their own packet (end of train or deadline)",
-        standalone_bytes: "bytes of standalone fragments",
-        send_errors: "normal or standalone sends that failed",
-        no_session: "standalone fragments with no session to their destination (dropped)",
+mgrp_counters::counters! {
+    pub struct RecvCounters => RiderRecvCounters {
+        /// Riders received in probes or standalone
+        riders,
+        /// Riders whose tag did not verify (dropped)
+        bad_tag,
+        /// Reassembled packets whose addresses do not match the session (dropped)
+        wrong_inner,
+        /// Standalone riders already seen (dropped)
+        replayed,
+        /// Packets written into the TUN
+        injected,
+        /// Writes into the TUN that failed
+        inject_errors,
     }
-);
-
-rider_counters!(
-    RecvCounters,
-    RiderRecvCounters {
-        riders: "riders received in probes or standalone",
-        bad_tag: "riders whose tag did not verify (dropped)",
-        wrong_inner: "reassembled packets whose addresses do not match the session (dropped)",
-        replayed: "standalone riders already seen (dropped)",
-        injected: "packets written into the TUN",
-        inject_errors: "writes into the TUN that failed",
-    }
-);
+}
 
 /// Where standalone fragments to a destination go: the session's socket and id.
 struct Link {

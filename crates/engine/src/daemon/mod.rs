@@ -10,7 +10,6 @@ use crate::proto::handshake::PreAuthGate;
 use crate::proto::receiver::Receiver;
 use crate::sock::enable_rx_timestamps;
 use crate::Error;
-use serde::Serialize;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,40 +48,46 @@ impl AgentConfig {
     }
 }
 
-macro_rules! counters {
-    ($($name:ident: $doc:literal),* $(,)?) => {
-        #[derive(Default)]
-        pub(crate) struct Counters { $(pub $name: AtomicU64,)* }
-        /// What the agent has seen: every rejected input is counted here.
-        #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-        pub struct CounterSnapshot { $(#[doc = $doc] pub $name: u64,)* }
-        impl Counters {
-            fn snapshot(&self) -> CounterSnapshot {
-                CounterSnapshot { $($name: self.$name.load(Ordering::Relaxed),)* }
-            }
-        }
-    };
-}
-
-counters! {
-    probes_ok: "probes accepted and timestamped",
-    probes_malformed: "datagrams that did not decode (truncated, oversized, garbage)",
-    probes_unknown_session: "probes naming no live session",
-    probes_wrong_source: "probes naming a session from an address that is not the session's peer",
-    probes_duplicate: "probes already seen in their train",
-    probes_stale: "probes of a train already reported",
-    auth_failures: "connections that sent no valid hello in time (bad MAC, malformed or oversized first frame, silence)",
-    auth_replays: "hellos replayed or outside the clock window",
-    sessions_opened: "sessions authenticated",
-    connections_refused: "authenticated connections refused because the agent held its maximum of sessions",
-    pre_auth_refused: "connections refused because too many from their address were still saying hello",
-    pre_auth_evicted: "connections still saying hello closed to make room for a newcomer",
-    reports_sent: "train reports sent",
-    reports_truncated: "reports cut to stay within the bytes received from the peer",
-    control_errors: "control connections ended by a malformed message",
-    api_requests: "Probe API requests served",
-    api_errors: "Probe API requests that failed",
-    riders_refused: "riders arriving while this agent accepts none (dropped)",
+mgrp_counters::counters! {
+    /// What the agent has seen: every rejected input is counted here.
+    pub struct Counters => CounterSnapshot {
+        /// Probes accepted and timestamped
+        probes_ok,
+        /// Datagrams that did not decode (truncated, oversized, garbage)
+        probes_malformed,
+        /// Probes naming no live session
+        probes_unknown_session,
+        /// Probes naming a session from an address that is not the session's peer
+        probes_wrong_source,
+        /// Probes already seen in their train
+        probes_duplicate,
+        /// Probes of a train already reported
+        probes_stale,
+        /// Connections that sent no valid hello in time (bad MAC, malformed or oversized first frame, silence)
+        auth_failures,
+        /// Hellos replayed or outside the clock window
+        auth_replays,
+        /// Sessions authenticated
+        sessions_opened,
+        /// Authenticated connections refused because the agent held its maximum of sessions
+        connections_refused,
+        /// Connections refused because too many from their address were still saying hello
+        pre_auth_refused,
+        /// Connections still saying hello closed to make room for a newcomer
+        pre_auth_evicted,
+        /// Train reports sent
+        reports_sent,
+        /// Reports cut to stay within the bytes received from the peer
+        reports_truncated,
+        /// Control connections ended by a malformed message
+        control_errors,
+        /// Probe API requests served
+        api_requests,
+        /// Probe API requests that failed
+        api_errors,
+        /// Riders arriving while this agent accepts none (dropped)
+        riders_refused,
+    }
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
