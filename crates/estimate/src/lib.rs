@@ -8,11 +8,14 @@
 //! the testbed's shaper and ground truth use.
 
 pub mod auto;
+pub mod budget;
 pub mod capacity;
 pub mod chirp;
 pub mod fluid;
+pub mod methods;
 pub mod riders;
 pub mod slops;
+pub mod stats;
 pub mod sweep;
 pub mod trend;
 pub mod wren;
@@ -168,6 +171,28 @@ impl<E: Estimator + ?Sized> Estimator for Box<E> {
     }
 }
 
+/// A borrowed estimator is an estimator (so a wrapper can run one it does not own).
+impl<E: Estimator + ?Sized> Estimator for &mut E {
+    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
+        (**self).poll_train(now_ns)
+    }
+    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+        (**self).handle_train(now_ns, obs)
+    }
+    fn estimate(&self) -> Option<Estimate> {
+        (**self).estimate()
+    }
+    fn is_done(&self) -> bool {
+        (**self).is_done()
+    }
+    fn next_wakeup(&self) -> Option<u64> {
+        (**self).next_wakeup()
+    }
+    fn capacity(&self) -> Option<Estimate> {
+        (**self).capacity()
+    }
+}
+
 /// Departure offsets from the first probe, given each probe's gap since the previous one (the
 /// first probe's gap is ignored).
 pub fn offsets(gaps: impl Iterator<Item = u64>) -> Vec<u64> {
@@ -180,19 +205,4 @@ pub fn offsets(gaps: impl Iterator<Item = u64>) -> Vec<u64> {
             t
         })
         .collect()
-}
-
-/// Median of a slice (NaN for empty); sorts a copy.
-pub fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
 }
