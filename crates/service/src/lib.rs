@@ -12,7 +12,8 @@ use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::run_estimator;
-use mgrp_estimate::{Estimate, Estimator, TrainObs, TrainReq};
+use mgrp_estimate::budget::Budgeted;
+use mgrp_estimate::{Estimate, Estimator};
 use mgrp_store::{Durability, EstimateStore, Record, Store};
 use passive::{PassiveState, PassiveView};
 use serde::Serialize;
@@ -22,11 +23,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// Builds a method's estimator by name, given the path's capacity if known. For a method that
-/// needs the capacity and has none yet, it builds the capacity estimator: that round measures C.
-pub type Builder =
-    Arc<dyn Fn(&str, Option<f64>) -> Result<Box<dyn Estimator + Send>, String> + Send + Sync>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -56,65 +52,6 @@ pub struct CounterSnapshot {
     pub cut_by_budget: u64,
     pub errors: u64,
     pub probe_bytes: u64,
-}
-
-/// An estimator that refuses any train its remaining byte allowance cannot pay for, and is
-/// done from then on: the budget holds train by train, not just between measurements.
-pub struct Budgeted<'a> {
-    inner: &'a mut dyn Estimator,
-    remaining: u64,
-    exhausted: bool,
-    /// Probes sent and lost in the trains it passed on (the measurement's probe loss).
-    pub probes_sent: u64,
-    pub probes_lost: u64,
-}
-
-impl<'a> Budgeted<'a> {
-    pub fn new(inner: &'a mut dyn Estimator, allowance: u64) -> Self {
-        Budgeted {
-            inner,
-            remaining: allowance,
-            exhausted: false,
-            probes_sent: 0,
-            probes_lost: 0,
-        }
-    }
-
-    pub fn exhausted(&self) -> bool {
-        self.exhausted
-    }
-}
-
-impl Estimator for Budgeted<'_> {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
-        if self.exhausted {
-            return None;
-        }
-        let t = self.inner.poll_train(now_ns)?;
-        if t.bytes() > self.remaining {
-            self.exhausted = true;
-            return None;
-        }
-        self.remaining -= t.bytes();
-        Some(t)
-    }
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
-        self.probes_sent += obs.probes.iter().filter(|p| p.sent_ns.is_some()).count() as u64;
-        self.probes_lost += obs.lost() as u64;
-        self.inner.handle_train(now_ns, obs)
-    }
-    fn estimate(&self) -> Option<Estimate> {
-        self.inner.estimate()
-    }
-    fn is_done(&self) -> bool {
-        self.exhausted || self.inner.is_done()
-    }
-    fn next_wakeup(&self) -> Option<u64> {
-        self.inner.next_wakeup()
-    }
-    fn capacity(&self) -> Option<Estimate> {
-        self.inner.capacity()
-    }
 }
 
 /// A shared store of estimates (any backend).
@@ -392,7 +329,6 @@ pub struct Service {
     hub: Arc<Hub>,
     cfg: ServiceConfig,
     key: Key,
-    build: Builder,
     pacer: Option<Arc<Pacer>>,
     riders: Option<Arc<mgrp_engine::riders::RiderSender>>,
     running: Vec<Running>,
@@ -497,7 +433,7 @@ impl Drop for Archive {
 
 impl Service {
     /// Open the store and start one scheduler thread per configured path.
-    pub fn start(cfg: &ServiceConfig, key: Key, build: Builder) -> Result<Service, Error> {
+    pub fn start(cfg: &ServiceConfig, key: Key) -> Result<Service, Error> {
         let hub = Hub::new(open_store(cfg)?, cfg.token.clone());
         if let Some(url) = &cfg.archive {
             let a = Arc::new(Archive::start(url, cfg.retention)?);
@@ -541,7 +477,6 @@ impl Service {
             hub,
             cfg: cfg.clone(),
             key,
-            build,
             riders,
             pacer: None,
             running: Vec::new(),
@@ -585,16 +520,15 @@ impl Service {
             None => self.pacer.insert(Arc::new(Pacer::spawn()?)).clone(),
         };
         let state = Arc::new(PathState::new(p.clone()));
-        let (key, build, hub, st, riders) = (
+        let (key, hub, st, riders) = (
             self.key.clone(),
-            self.build.clone(),
             self.hub.clone(),
             state.clone(),
             self.riders.clone(),
         );
         let thread = std::thread::Builder::new()
             .name(format!("sched-{}", p.peer))
-            .spawn(move || keep_fresh(&st, &key, &build, &pacer, &hub, riders))
+            .spawn(move || keep_fresh(&st, &key, &pacer, &hub, riders))
             .map_err(|e| mgrp_engine::Error::BadInput(format!("scheduler thread: {e}")))?;
         self.running.push(Running { state, thread });
         self.publish_paths();
@@ -771,7 +705,6 @@ fn record(path: &str, metric: &str, source: &str, e: &Estimate) -> Record {
 fn keep_fresh(
     st: &PathState,
     key: &Key,
-    build: &Builder,
     pacer: &Arc<Pacer>,
     hub: &Hub,
     riders: Option<Arc<mgrp_engine::riders::RiderSender>>,
@@ -830,7 +763,11 @@ fn keep_fresh(
             continue;
         }
         // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.
-        let mut est = match build(&p.method, capacity) {
+        // A method that needs the capacity measures it first while none is known.
+        let built = config::scheduled_method(&p.method)
+            .ok_or_else(|| format!("unknown method {:?}", p.method))
+            .and_then(|m| m.build(capacity).map_err(|e| e.to_string()));
+        let mut est = match built {
             Ok(e) => mgrp_estimate::riders::RiderAware::new(e),
             Err(e) => {
                 st.fail(&e);
