@@ -326,7 +326,7 @@ mod tests {
     fn a_given_capacity_skips_the_step() {
         let mut est = Method::Sweep.build(Some(C)).unwrap();
         assert!(!est.in_capacity_step());
-        assert_eq!(est.poll_train(7).is_some(), true);
+        assert!(est.poll_train(7).is_some());
         assert_eq!(est.method_start_ns(), Some(7));
         // Nothing measured, nothing claimed.
         assert!(est.capacity().is_none());

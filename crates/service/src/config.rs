@@ -25,8 +25,8 @@
 //! window = "1s"                          # one estimate per flow per window
 //! ```
 
-use mgrp_traffic::units::{parse_bytes, parse_duration};
 use mgrp_estimate::methods::Method;
+use mgrp_traffic::units::{parse_bytes, parse_duration};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -110,12 +110,17 @@ fn capture(src: &PassiveSource, st: &PassiveState, hub: &Hub) -> Result<(), Stri
     let stop = || st.stop.load(Ordering::Relaxed);
     let every = Duration::from_millis(100);
     mgrp_capture::feed::feed_wren(&mut cap, &mut wren, every, stop, |wren, cap, poll| {
-        st.segments.store(segments0 + poll.segments, Ordering::Relaxed);
+        st.segments
+            .store(segments0 + poll.segments, Ordering::Relaxed);
         st.capture_dropped.store(
             cap.stats().dropped.saturating_sub(dropped0),
             Ordering::Relaxed,
         );
-        let recs: Vec<Record> = wren.poll_estimates(poll.now_ns).iter().map(record).collect();
+        let recs: Vec<Record> = wren
+            .poll_estimates(poll.now_ns)
+            .iter()
+            .map(record)
+            .collect();
         if !recs.is_empty() {
             hub.publish(&recs)?;
             st.estimates.fetch_add(recs.len() as u64, Ordering::Relaxed);
