@@ -149,49 +149,34 @@ pub trait Estimator {
     }
 }
 
-/// A boxed estimator is an estimator (so wrappers compose over `Box<dyn Estimator + Send>`).
-impl<E: Estimator + ?Sized> Estimator for Box<E> {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
-        (**self).poll_train(now_ns)
-    }
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
-        (**self).handle_train(now_ns, obs)
-    }
-    fn estimate(&self) -> Option<Estimate> {
-        (**self).estimate()
-    }
-    fn is_done(&self) -> bool {
-        (**self).is_done()
-    }
-    fn next_wakeup(&self) -> Option<u64> {
-        (**self).next_wakeup()
-    }
-    fn capacity(&self) -> Option<Estimate> {
-        (**self).capacity()
-    }
+/// An estimator behind a pointer is an estimator: a box (so wrappers compose over
+/// `Box<dyn Estimator + Send>`) or a borrow (so a wrapper can run one it does not own).
+macro_rules! forward_estimator {
+    ($($ptr:ty),*) => {$(
+        impl<E: Estimator + ?Sized> Estimator for $ptr {
+            fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
+                (**self).poll_train(now_ns)
+            }
+            fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
+                (**self).handle_train(now_ns, obs)
+            }
+            fn estimate(&self) -> Option<Estimate> {
+                (**self).estimate()
+            }
+            fn is_done(&self) -> bool {
+                (**self).is_done()
+            }
+            fn next_wakeup(&self) -> Option<u64> {
+                (**self).next_wakeup()
+            }
+            fn capacity(&self) -> Option<Estimate> {
+                (**self).capacity()
+            }
+        }
+    )*};
 }
 
-/// A borrowed estimator is an estimator (so a wrapper can run one it does not own).
-impl<E: Estimator + ?Sized> Estimator for &mut E {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainReq> {
-        (**self).poll_train(now_ns)
-    }
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainObs) {
-        (**self).handle_train(now_ns, obs)
-    }
-    fn estimate(&self) -> Option<Estimate> {
-        (**self).estimate()
-    }
-    fn is_done(&self) -> bool {
-        (**self).is_done()
-    }
-    fn next_wakeup(&self) -> Option<u64> {
-        (**self).next_wakeup()
-    }
-    fn capacity(&self) -> Option<Estimate> {
-        (**self).capacity()
-    }
-}
+forward_estimator!(Box<E>, &mut E);
 
 /// Departure offsets from the first probe, given each probe's gap since the previous one (the
 /// first probe's gap is ignored).
