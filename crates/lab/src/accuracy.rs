@@ -242,3 +242,50 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
     hooks.say("\n");
     Ok(runs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> AccuracyConfig {
+        AccuracyConfig {
+            capacities: vec![20.0],
+            kinds: vec!["cbr".into()],
+            loads: vec![0, 50],
+            methods: vec![Method::Auto, Method::Chirp],
+            reps: 1,
+        }
+    }
+
+    #[test]
+    fn the_grid_is_checked_before_anything_runs() {
+        assert!(cfg().check().is_ok());
+        let mut c = cfg();
+        c.methods.push(Method::Capacity);
+        assert!(c
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("leave `capacity` out"));
+        let mut c = cfg();
+        c.reps = 0;
+        assert!(c.check().is_err());
+        let mut c = cfg();
+        c.capacities = vec![5000.0];
+        assert!(c.check().is_err());
+        let mut c = cfg();
+        c.loads = vec![100];
+        assert!(c.check().is_err());
+    }
+
+    #[test]
+    fn cells_become_patterns() {
+        assert!(pattern("cbr", 0, 20e6).unwrap().is_none());
+        let p = pattern("cbr", 50, 20e6).unwrap().unwrap();
+        assert_eq!(p.mean_rate_bps(), Some(10e6));
+        let step = pattern("step", 50, 20e6).unwrap().unwrap();
+        assert!((step.mean_rate_bps().unwrap() - 10e6).abs() < 1.0);
+        assert!(pattern("tcp4", 0, 20e6).unwrap().is_some());
+        assert!(matches!(pattern("zigzag", 10, 20e6), Err(Error::Config(_))));
+    }
+}

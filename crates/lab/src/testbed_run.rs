@@ -112,9 +112,15 @@ struct Pending {
 }
 
 impl Pending {
-    /// Rows for the estimates whose window `truth` covers (all of them when `finished`).
-    fn take(&mut self, live: &LiveEstimates, truth: &Truth, finished: bool) -> Vec<Row> {
-        self.held.extend(live.results.try_iter());
+    /// With the estimates `new`ly back, rows for those whose window `truth` covers (all of
+    /// them when `finished`; an estimate whose window has no truth is left out).
+    fn take(
+        &mut self,
+        new: impl IntoIterator<Item = Measured>,
+        truth: &Truth,
+        finished: bool,
+    ) -> Vec<Row> {
+        self.held.extend(new);
         let covered = truth.samples.last().map_or(0, |s| s.t_ns);
         let (ready, wait): (Vec<_>, Vec<_>) = self
             .held
@@ -215,7 +221,7 @@ pub fn run(cfg: &RunConfig, hooks: Hooks, on_event: &mut dyn FnMut(Event)) -> Re
             });
         }
         if let Some(l) = &live {
-            for r in pending.take(l, &truth, false) {
+            for r in pending.take(l.results.try_iter(), &truth, false) {
                 on_event(Event::Estimate(&r));
                 rows.push(r);
             }
@@ -252,7 +258,7 @@ pub fn run(cfg: &RunConfig, hooks: Hooks, on_event: &mut dyn FnMut(Event)) -> Re
     }
     let truth = sampler.stop()?;
     if let Some(l) = live {
-        for r in pending.take(&l, &truth, true) {
+        for r in pending.take(l.results.try_iter(), &truth, true) {
             on_event(Event::Estimate(&r));
             rows.push(r);
         }
@@ -278,4 +284,99 @@ pub fn run(cfg: &RunConfig, hooks: Hooks, on_event: &mut dyn FnMut(Event)) -> Re
         interrupted,
         start_ns: start,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mgrp_estimate::{Estimate, Quality};
+    use mgrp_testbed::truth::Sample;
+
+    /// 10 Mbit/s of cross traffic on a 20 Mbit/s bottleneck, sampled every 100 ms for 1 s.
+    fn truth() -> Truth {
+        Truth {
+            capacity_bps: 20e6,
+            configured_capacity_bps: 20e6,
+            origin_ns: 0,
+            samples: (0..=10u64)
+                .map(|i| Sample {
+                    t_ns: i * 100_000_000,
+                    cross_bytes: i * 125_000,
+                    ..Sample::default()
+                })
+                .collect(),
+        }
+    }
+
+    fn measured(kind: &'static str, start_ms: u64, end_ms: u64, value: f64) -> Measured {
+        Measured {
+            kind,
+            start_ns: start_ms * 1_000_000,
+            end_ns: end_ms * 1_000_000,
+            estimate: Estimate {
+                value_bps: value,
+                low_bps: value,
+                high_bps: value,
+                final_: true,
+                quality: Quality {
+                    method: "chirp",
+                    elapsed_s: 0.1,
+                    probe_bytes: 1000,
+                    trains: 1,
+                    confidence: 1.0,
+                },
+            },
+        }
+    }
+
+    #[test]
+    fn estimates_wait_for_the_truth_of_their_window() {
+        let mut p = Pending {
+            held: Vec::new(),
+            capacity_bps: 19e6,
+            start_ns: 200_000_000,
+        };
+        let mut t = truth();
+        t.samples.truncate(6); // sampled up to 500 ms
+        let new = [
+            measured("available", 200, 400, 12e6),
+            measured("available", 400, 900, 9e6),
+        ];
+        let rows = p.take(new, &t, false);
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert!((r.truth_bps - 10e6).abs() < 1.0, "{}", r.truth_bps);
+        assert!((r.rel_error - 0.2).abs() < 1e-6, "{}", r.rel_error);
+        assert!((r.start_s - 0.0).abs() < 1e-9 && (r.end_s - 0.2).abs() < 1e-9);
+        // The second waits, then comes once the sampler has passed its end.
+        assert_eq!(p.held.len(), 1);
+        let rows = p.take([], &truth(), false);
+        assert_eq!(rows.len(), 1);
+        assert!(p.held.is_empty());
+    }
+
+    #[test]
+    fn capacity_is_held_against_the_measured_capacity_and_finishing_flushes() {
+        let mut p = Pending {
+            held: Vec::new(),
+            capacity_bps: 19e6,
+            start_ns: 0,
+        };
+        let mut t = truth();
+        t.samples.truncate(2);
+        let rows = p.take([measured("capacity", 0, 5_000, 19.5e6)], &t, true);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].truth_bps, 19e6);
+        assert!(p.held.is_empty());
+    }
+
+    #[test]
+    fn times_are_checked() {
+        let ok = Duration::from_secs(1);
+        assert!(check_times(ok, Duration::from_millis(100), ok).is_ok());
+        assert!(check_times(Duration::ZERO, Duration::from_millis(100), ok).is_err());
+        assert!(check_times(ok, Duration::from_millis(5), ok).is_err());
+        let e = check_times(ok, ok, Duration::from_millis(500)).unwrap_err();
+        assert!(e.to_string().contains("--report-every"), "{e}");
+    }
 }
