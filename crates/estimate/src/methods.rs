@@ -64,19 +64,19 @@ impl Method {
         }
     }
 
-    /// One line on what the method does (for help texts).
+    /// One line on what the method does (for help texts; no final period, as clap shows them).
     pub fn about(self) -> &'static str {
         match self {
             Method::Auto => {
-                "Capacity, a few chirps for a rough estimate, then a lean SLoPS search from it."
+                "Capacity, a few chirps for a rough estimate, then a lean SLoPS search from it"
             }
-            Method::Slops => "pathload's SLoPS with the seed's fast pacing (pFAST).",
+            Method::Slops => "pathload's SLoPS with the seed's fast pacing (pFAST)",
             Method::SlopsSlow => {
-                "SLoPS with pathload's original pacing (pSLOW): the classic tool's behaviour."
+                "SLoPS with pathload's original pacing (pSLOW): the classic tool's behaviour"
             }
-            Method::Chirp => "pathChirp: exponentially spaced chirps, 11 averaged.",
-            Method::Sweep => "ImTCP's sub-range sweep: 5-probe streams, 10 results.",
-            Method::Capacity => "Capacity only, from back-to-back packet trains (dispersion mode).",
+            Method::Chirp => "pathChirp: exponentially spaced chirps, 11 averaged",
+            Method::Sweep => "ImTCP's sub-range sweep: 5-probe streams, 10 results",
+            Method::Capacity => "Capacity only, from back-to-back packet trains (dispersion mode)",
         }
     }
 

@@ -764,9 +764,9 @@ fn keep_fresh(
         }
         // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.
         // A method that needs the capacity measures it first while none is known.
-        let built = config::scheduled_method(&p.method)
-            .ok_or_else(|| format!("unknown method {:?}", p.method))
-            .and_then(|m| m.build(capacity).map_err(|e| e.to_string()));
+        let built = mgrp_estimate::methods::Method::from_name(&p.method)
+            .and_then(|m| m.build(capacity))
+            .map_err(|e| e.to_string());
         let mut est = match built {
             Ok(e) => mgrp_estimate::riders::RiderAware::new(e),
             Err(e) => {
