@@ -1,8 +1,7 @@
 //! `mgrp bench accuracy`: every method against the bottleneck's ground truth over a grid.
 
-use crate::rig::{agent_at_rcv, ask, session_worker};
+use crate::rig::Worker;
 use crate::{ensure, Error, Hooks, Result};
-use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::methods::Method;
@@ -145,9 +144,7 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
             },
             DelayMode::Thread,
         )?;
-        let key = Key::random();
-        let (_agent, _) = agent_at_rcv(&tb, &key)?;
-        let (jobs, results) = session_worker(&tb, key, "bench-estimator", run_method)?;
+        let worker = Worker::start(&tb, "bench-estimator", run_method)?;
         // Cells: the idle path once, UDP kinds at each non-zero load, TCP once.
         let mut cells: Vec<(String, Option<u32>)> = Vec::new();
         if cfg.loads.contains(&0) {
@@ -191,7 +188,8 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                         rep + 1,
                         cfg.reps
                     ));
-                    let o = ask(&jobs, &results, method, Duration::from_secs(60))?
+                    let o = worker
+                        .ask(method, Duration::from_secs(60))?
                         .map_err(Error::Worker)?;
                     // The truth over the method's run, at least its last 500 ms (shorter windows
                     // would be interpolated between a couple of samples); wait for a sample past
@@ -237,7 +235,6 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
             }
             drop(sampler);
         }
-        drop(jobs);
     }
     hooks.say("\n");
     Ok(runs)

@@ -1,9 +1,8 @@
 //! `mgrp bench capacity`: configured vs measured capacity of the testbed's shaper, what a
 //! saturating UDP and TCP flow get through it, and what the packet-train capacity estimator reads.
 
-use crate::rig::{agent_at_rcv, ask, session_worker};
+use crate::rig::Worker;
 use crate::{ensure, Error, Hooks, Result};
-use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
@@ -104,9 +103,7 @@ pub fn run(cfg: &CapacityConfig, hooks: Hooks) -> Result<Vec<Cell>> {
                 },
                 DelayMode::Thread,
             )?;
-            let key = Key::random();
-            let (_agent, _) = agent_at_rcv(&tb, &key)?;
-            let (jobs, results) = session_worker(&tb, key, "bench-capacity", estimate_capacity)?;
+            let worker = Worker::start(&tb, "bench-capacity", estimate_capacity)?;
             let mut cell = Cell {
                 shaper: sh.clone(),
                 configured_mbit: cap,
@@ -132,7 +129,7 @@ pub fn run(cfg: &CapacityConfig, hooks: Hooks) -> Result<Vec<Cell>> {
                     cfg.reps
                 ));
                 for row in cell.estimates.iter_mut() {
-                    let r = ask(&jobs, &results, row.probes, Duration::from_secs(30))?;
+                    let r = worker.ask(row.probes, Duration::from_secs(30))?;
                     row.mbit.push(mbit(r.map_err(Error::Worker)?));
                 }
                 let udp = format!("cbr:{}bit", c * 5 / 4);

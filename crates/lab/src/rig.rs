@@ -82,11 +82,38 @@ where
     Ok((jobs_tx, results))
 }
 
-/// Send `job` to a [`session_worker`] and wait up to `timeout` for its answer.
-pub fn ask<J, R>(jobs: &Sender<J>, results: &Receiver<R>, job: J, timeout: Duration) -> Result<R> {
-    jobs.send(job)
-        .map_err(|_| Error::Worker("estimator worker ended".into()))?;
-    results
-        .recv_timeout(timeout)
-        .map_err(|_| Error::Worker("estimator worker timed out".into()))
+/// An agent in rcv with a fresh key and a [`session_worker`] in snd talking to it: what the
+/// benches that run one estimator after another stand on. Dropping it ends the worker, then
+/// the agent.
+pub struct Worker<J, R> {
+    jobs: Sender<J>,
+    results: Receiver<R>,
+    _agent: Agent,
+}
+
+impl<J: Send + 'static, R: Send + 'static> Worker<J, R> {
+    pub fn start(
+        tb: &Testbed,
+        name: &str,
+        f: impl FnMut(J, &mut Session) -> R + Send + 'static,
+    ) -> Result<Worker<J, R>> {
+        let key = Key::random();
+        let (agent, _) = agent_at_rcv(tb, &key)?;
+        let (jobs, results) = session_worker(tb, key, name, f)?;
+        Ok(Worker {
+            jobs,
+            results,
+            _agent: agent,
+        })
+    }
+
+    /// Send `job` and wait up to `timeout` for its answer.
+    pub fn ask(&self, job: J, timeout: Duration) -> Result<R> {
+        self.jobs
+            .send(job)
+            .map_err(|_| Error::Worker("estimator worker ended".into()))?;
+        self.results
+            .recv_timeout(timeout)
+            .map_err(|_| Error::Worker("estimator worker timed out".into()))
+    }
 }
