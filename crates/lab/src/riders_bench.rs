@@ -371,15 +371,15 @@ fn run_one(
         if let Some(w) = truth.window(m.start_ns, m.end_ns) {
             let t = (w.avail_bps - SOURCE_BPS).max(0.05 * 10e6);
             if std::env::var_os("MGRP_DEBUG").is_some() {
-                eprintln!(
-                    "measurement {:.1}s: adjusted {:?} unadjusted {:?} truth {t:.0} (A {:.0}, cross {:.0}, fg {:.0})",
+                hooks.say(&format!(
+                    "measurement {:.1}s: adjusted {:?} unadjusted {:?} truth {t:.0} (A {:.0}, cross {:.0}, fg {:.0})\n",
                     (m.end_ns - m.start_ns) as f64 / 1e9,
                     m.adjusted,
                     m.unadjusted,
                     w.avail_bps,
                     w.cross_bps,
                     w.offered_fg_bps
-                );
+                ));
             }
             if let Some(v) = m.adjusted {
                 errs_adj.push((v - t).abs() / t);
