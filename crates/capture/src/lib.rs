@@ -3,6 +3,7 @@
 //! timestamps. Nothing here analyses anything; `mgrp_estimate::wren` does.
 
 pub mod decode;
+pub mod feed;
 pub mod file;
 pub mod live;
 

@@ -59,7 +59,7 @@ pub fn run(a: AgentArgs) -> Result<()> {
     };
     crate::signals::catch_hangup();
     let agent = Agent::start(cfg)?;
-    let mut service = mgrp_service::Service::start(&service_cfg, key_for_service, builder())?;
+    let mut service = mgrp_service::Service::start(&service_cfg, key_for_service)?;
     let read = agent.counter_reader();
     service.hub().add_counters(
         "agent",
@@ -181,19 +181,6 @@ fn reload(service: &mut mgrp_service::Service, path: Option<&std::path::Path>, j
             path.display()
         ),
     }
-}
-
-/// Estimators by method name for the schedules; the first round of a method that needs the
-/// capacity measures it.
-pub(crate) fn builder() -> mgrp_service::Builder {
-    use crate::methods::Method;
-    std::sync::Arc::new(|name: &str, cap: Option<f64>| {
-        let m = Method::parse(name)?;
-        if cap.is_none() && m.needs_capacity() {
-            return Method::Capacity.build(None);
-        }
-        m.build(cap)
-    })
 }
 
 fn print_counters(c: &mgrp_engine::daemon::CounterSnapshot, json: bool) {

@@ -1,6 +1,5 @@
 //! `mgrp estimate PEER`: capacity and available bandwidth of the path to a peer agent.
 
-use crate::methods::Method;
 use crate::say;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -9,7 +8,8 @@ use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::{run_estimator, Progress};
-use mgrp_estimate::Estimate;
+use mgrp_estimate::methods::Method;
+use mgrp_estimate::{Estimate, Estimator};
 use mgrp_testbed::units::fmt_rate;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 pub struct EstimateArgs {
     /// The peer agent: IP or IP:PORT (default port 7240).
     peer: String,
-    #[arg(long, value_enum, default_value_t = Method::Auto)]
+    #[arg(long, default_value = "auto", value_parser = crate::methods::parser())]
     method: Method,
     /// Give up (reporting what is known) after this long; with --continuous, run this long.
     #[arg(long, default_value = "60s", value_parser = crate::testbed_cmd::duration)]
@@ -122,61 +122,63 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         interrupted: false,
     };
     let mut capacity = a.capacity.map(|c| c as f64);
-    if capacity.is_none() && a.method != Method::Auto {
-        let mut est = Method::capacity_estimator();
-        let e = run_estimator(&mut session, &mut est, deadline, stop, progress("capacity"))?;
-        match e {
-            Some(e) => {
-                capacity = Some(e.value_bps);
-                report.capacity = Some(e);
-            }
-            None if stop() => bail!("interrupted before the capacity was known"),
-            None => bail!("no capacity estimate: no probe train came back from {peer}"),
+    // The method `capacity` with the capacity given has nothing left to measure.
+    let skip = a.method == Method::Capacity && capacity.is_some();
+    let mut round = 0u32;
+    loop {
+        if skip {
+            break;
         }
-    }
-    if a.method != Method::Capacity {
-        let mut round = 0u32;
-        loop {
-            round += 1;
-            let mut est = a.method.build(capacity).map_err(anyhow::Error::msg)?;
-            let e = run_estimator(
-                &mut session,
-                est.as_mut(),
-                deadline,
-                stop,
-                progress("available"),
-            )?;
-            if let Some(c) = est.capacity() {
-                capacity = Some(c.value_bps);
-                report.capacity = Some(c);
+        round += 1;
+        // The first round of a method that needs the capacity measures it first.
+        let mut est = a.method.build(capacity)?;
+        // Progress lines follow the method's estimate (none during a capacity step).
+        let e = run_estimator(
+            &mut session,
+            &mut est,
+            deadline,
+            stop,
+            progress("available"),
+        )?;
+        if let Some(c) = est.capacity() {
+            capacity = Some(c.value_bps);
+            report.capacity = Some(c);
+        }
+        if a.method.needs_capacity() && capacity.is_none() {
+            if stop() {
+                bail!("interrupted before the capacity was known");
             }
-            if a.continuous {
-                // Only whole estimates: one cut short by the deadline is not reported.
-                if let Some(e) = e.as_ref().filter(|e| e.final_) {
-                    let t_s = t0.elapsed().as_secs_f64();
-                    if a.json {
-                        say!(
-                            "{}",
-                            serde_json::to_string(&Line {
-                                round,
-                                t_s,
-                                estimate: e
-                            })?
-                        );
-                    } else {
-                        say!("{t_s:>8.2} s  round {round:>4}  available {}", summary(e));
-                    }
+            bail!("no capacity estimate: no probe train came back from {peer}");
+        }
+        if a.method == Method::Capacity {
+            break;
+        }
+        if a.continuous {
+            // Only whole estimates: one cut short by the deadline is not reported.
+            if let Some(e) = e.as_ref().filter(|e| e.final_) {
+                let t_s = t0.elapsed().as_secs_f64();
+                if a.json {
+                    say!(
+                        "{}",
+                        serde_json::to_string(&Line {
+                            round,
+                            t_s,
+                            estimate: e
+                        })?
+                    );
+                } else {
+                    say!("{t_s:>8.2} s  round {round:>4}  available {}", summary(e));
                 }
             }
-            if e.is_some() {
-                report.available = e;
-            }
-            if !a.continuous || stop() || Instant::now() >= deadline {
-                break;
-            }
-            if report.available.is_none() && capacity.is_none() {
-                bail!("no estimate: no probe train came back from {peer}");
-            }
+        }
+        if e.is_some() {
+            report.available = e;
+        }
+        if !a.continuous || stop() || Instant::now() >= deadline {
+            break;
+        }
+        if report.available.is_none() && capacity.is_none() {
+            bail!("no estimate: no probe train came back from {peer}");
         }
     }
     report.elapsed_s = t0.elapsed().as_secs_f64();

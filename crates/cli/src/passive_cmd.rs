@@ -4,6 +4,7 @@
 use crate::say;
 use anyhow::{bail, Result};
 use clap::Args;
+use mgrp_capture::feed::{feed_wren, FeedError};
 use mgrp_capture::file::{FileStats, PcapFile};
 use mgrp_capture::live::{LiveCapture, LiveStats};
 use mgrp_estimate::wren::{PassiveEstimate, Segment, Wren, WrenCounters, WrenParams};
@@ -278,19 +279,15 @@ fn live(a: &PassiveArgs, iface: &str, p: WrenParams, out: &mut Printer) -> Resul
     let mut wren = Wren::new(p).with_local(local);
     let t0 = Instant::now();
     let end = a.duration.map(|d| t0 + d);
-    let mut n = 0u64;
-    let mut last_poll = Instant::now();
-    while !crate::signals::interrupted() && end.is_none_or(|e| Instant::now() < e) {
-        if let Some(s) = cap.next_segment()? {
-            n += 1;
-            wren.handle_segment(&s);
-        }
-        if last_poll.elapsed() >= Duration::from_millis(50) {
-            last_poll = Instant::now();
-            // Capture timestamps are wall-clock time.
-            out.drain(&mut wren, mgrp_testbed::clock::realtime_ns())?;
-        }
-    }
+    let stop = || crate::signals::interrupted() || end.is_some_and(|e| Instant::now() >= e);
+    let every = Duration::from_millis(50);
+    let n = feed_wren(&mut cap, &mut wren, every, stop, |w, _, poll| {
+        out.drain(w, poll.now_ns)
+    })
+    .map_err(|e| match e {
+        FeedError::Capture(e) => anyhow::Error::from(e),
+        FeedError::Poll(e) => e,
+    })?;
     cap.flush()?;
     out.drain(&mut wren, u64::MAX)?;
     let stats = cap.stats();

@@ -47,3 +47,15 @@ pub fn catch_hangup() {
 pub fn take_hangup() -> bool {
     HANGUP.swap(false, Ordering::Relaxed)
 }
+
+fn progress(s: &str) {
+    eprint!("{s}");
+}
+
+/// How the lab's experiments report progress (stderr) and learn to stop (Ctrl-C, SIGTERM).
+pub fn hooks() -> mgrp_lab::Hooks<'static> {
+    mgrp_lab::Hooks {
+        progress: &progress,
+        stop: &interrupted,
+    }
+}

@@ -3,17 +3,17 @@
 use crate::say;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use mgrp_estimate::methods::Method;
+use mgrp_lab::testbed_run::{Event, RunConfig};
 use mgrp_testbed::delayline::DelayStats;
-use mgrp_testbed::generator::{CrossTraffic, GenOptions, GenReport, BASE_PORT};
-use mgrp_testbed::rtt::{measure_rtt, RttStats};
+use mgrp_testbed::generator::GenReport;
+use mgrp_testbed::rtt::measure_rtt;
 use mgrp_testbed::topology::{self, existing_namespaces, list_testbeds, State};
-use mgrp_testbed::truth::Bin;
 use mgrp_testbed::units::{fmt_rate, parse_bytes, parse_duration, parse_rate};
 use mgrp_testbed::{
     Buffer, CrossPattern, DelayDir, DelayImpl, DelayMode, LinkCapacity, LossModel, Role, Shaper,
-    Testbed, TestbedConfig, TruthSampler,
+    Testbed, TestbedConfig,
 };
-use serde::Serialize;
 use std::time::Duration;
 
 #[derive(Subcommand)]
@@ -190,8 +190,9 @@ pub struct RunArgs {
     /// Also run agents at both ends and estimate (capacity once, then available bandwidth again
     /// and again, with `auto` unless a method is named), printing each estimate beside the
     /// ground truth of its window.
-    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "auto", value_name = "METHOD")]
-    estimate: Option<crate::methods::Method>,
+    #[arg(long, num_args = 0..=1, default_missing_value = "auto", value_name = "METHOD",
+          value_parser = crate::methods::parser())]
+    estimate: Option<Method>,
     /// Run on this existing testbed (from `testbed up`) instead of building one; path options
     /// are then ignored and the testbed stays up.
     #[arg(long)]
@@ -202,8 +203,8 @@ pub struct RunArgs {
           conflicts_with = "estimate")]
     dashboard: Option<std::net::SocketAddr>,
     /// With --dashboard: the method the service measures with.
-    #[arg(long, value_enum, default_value = "auto", requires = "dashboard")]
-    dashboard_method: crate::methods::Method,
+    #[arg(long, default_value = "auto", requires = "dashboard", value_parser = crate::methods::parser())]
+    dashboard_method: Method,
 }
 
 #[derive(Args)]
@@ -591,292 +592,114 @@ fn delayline(a: DelaylineArgs) -> Result<()> {
     Ok(())
 }
 
-#[derive(Serialize)]
-struct RunReport {
-    testbed: String,
-    config: TestbedConfig,
-    /// The bottleneck's configured and measured capacity (the truth uses the measured one).
-    capacity: LinkCapacity,
-    /// What the bottleneck drained whenever it had a backlog during the run.
-    run_drain: Option<mgrp_testbed::capacity::Drain>,
-    rtt: Option<RttStats>,
-    delay_line: Option<mgrp_testbed::delayline::DelayStats>,
-    /// The loss line's counters: packets seen, lost, the achieved `loss_rate`.
-    loss_line: Option<DelayStats>,
-    cross: Vec<CrossPattern>,
-    generators: Vec<GenReport>,
-    /// Ground truth over the whole run.
-    summary: Option<Bin>,
-    bin_s: f64,
-    /// CLOCK_MONOTONIC ns at t = 0 of the bins.
-    origin_ns: u64,
-    bins: Vec<Bin>,
-    /// Estimates beside the ground truth of their windows (with --estimate).
-    estimates: Vec<crate::live_estimate::Row>,
-    interrupted: bool,
-}
-
 fn run_job(a: RunArgs) -> Result<()> {
-    if a.duration.is_zero() || a.duration > Duration::from_secs(24 * 3600) {
-        bail!("--duration must be between 1ms and 24h");
-    }
-    if a.bin < Duration::from_millis(10) || a.report_every < a.bin {
-        bail!("--bin must be at least 10ms and --report-every at least --bin");
-    }
     if let Some(t) = &a.topology {
-        let o = crate::topo_cmd::RunOpts {
+        let cfg = mgrp_lab::topo_run::TopoRunConfig {
+            topology: t.clone(),
             duration: a.duration,
             bin: a.bin,
             report_every: a.report_every,
             spin: a.spin,
-            json: a.json,
-            out: a.out.clone(),
             measure_capacity: !a.path.no_measure_capacity,
         };
-        return crate::topo_cmd::run(t, o);
+        return crate::topo_cmd::run(&cfg, a.json, a.out.as_deref());
     }
-    let patterns: Vec<CrossPattern> = a.cross.iter().flatten().cloned().collect();
+    let cfg = RunConfig {
+        testbed: a.path.config(None),
+        on: a.on.clone(),
+        cross: a.cross.iter().flatten().cloned().collect(),
+        duration: a.duration,
+        bin: a.bin,
+        report_every: a.report_every,
+        spin: a.spin,
+        pings: a.pings,
+        estimate: a.estimate,
+        dashboard: a.dashboard,
+        dashboard_method: a.dashboard_method,
+    };
+    cfg.check()?;
     crate::signals::catch_signals();
     let human = !a.json;
-    let tb = match &a.on {
-        Some(name) => {
-            mgrp_testbed::netns::check_privileges()?;
-            Testbed::attach(name)?
-        }
-        None => Testbed::up(a.path.config(None), DelayMode::Thread)?,
-    };
-    if human {
-        say!("{}", describe(&tb));
-    }
-    let rtt = if a.pings > 0 {
-        Some(measure_rtt(&tb, a.pings)?)
-    } else {
-        None
-    };
-    if let (true, Some(r)) = (human, &rtt) {
-        say!(
+    let patterns = &cfg.cross;
+    let mut on_event = |e: Event| {
+        match e {
+        Event::Warning(w) => eprintln!("mgrp: {w}"),
+        _ if !human => {}
+        Event::Up(tb) => say!("{}", describe(tb)),
+        Event::Rtt(r) => say!(
             "  rtt snd↔rcv ({} pings): min {:.3} / median {:.3} / p90 {:.3} / max {:.3} ms",
             r.sent,
             r.min_ms,
             r.p50_ms,
             r.p90_ms,
             r.max_ms
-        );
-    }
-    let sampler = TruthSampler::start(&tb, a.bin)?;
-    let opts = GenOptions {
-        spin: a.spin,
-        max_duration: a.duration + Duration::from_secs(1),
-    };
-    let mut gens = Vec::new();
-    for (i, p) in patterns.iter().enumerate() {
-        gens.push(CrossTraffic::start(&tb, p, BASE_PORT + i as u16, &opts)?);
-    }
-    let start = mgrp_testbed::clock::now_ns();
-    let live = if let Some(method) = a.estimate {
-        Some(crate::live_estimate::LiveEstimates::start(
-            &tb,
-            method,
-            std::time::Instant::now() + a.duration,
-        )?)
-    } else {
-        None
-    };
-    let dash = match a.dashboard {
-        Some(addr) => {
-            let d =
-                crate::dashboard_run::DashboardRun::start(&tb, addr, a.dashboard_method.name())?;
-            if human {
-                say!(
-                    "  dashboard: {} — estimates every second beside the ground truth; Ctrl-C to stop",
-                    d.url()
-                );
-            }
-            Some(d)
-        }
-        None => None,
-    };
-    let mut rows: Vec<crate::live_estimate::Row> = Vec::new();
-    let c_bps = tb.capacity().bps();
-    let pending = std::cell::RefCell::new(Vec::<crate::live_estimate::Measured>::new());
-    let take_estimates = |truth: &mgrp_testbed::Truth,
-                          rows: &mut Vec<crate::live_estimate::Row>,
-                          finished: bool| {
-        let Some(live) = &live else { return };
-        while let Ok(m) = live.results.try_recv() {
-            pending.borrow_mut().push(m);
-        }
-        let covered = truth.samples.last().map_or(0, |s| s.t_ns);
-        // Estimates whose window the sampler has not passed yet wait for the next round.
-        let ready: Vec<_> = {
-            let mut p = pending.borrow_mut();
-            let (ready, wait): (Vec<_>, Vec<_>) =
-                p.drain(..).partition(|m| m.end_ns <= covered || finished);
-            *p = wait;
-            ready
-        };
-        for m in ready {
-            let truth_bps = if m.kind == "capacity" {
-                c_bps
-            } else {
-                match truth.window(m.start_ns, m.end_ns) {
-                    Some(w) => w.avail_bps,
-                    None => continue,
-                }
-            };
-            let e = &m.estimate;
-            let row = crate::live_estimate::Row {
-                kind: m.kind,
-                method: e.quality.method,
-                start_s: m.start_ns.saturating_sub(start) as f64 / 1e9,
-                end_s: m.end_ns.saturating_sub(start) as f64 / 1e9,
-                value_bps: e.value_bps,
-                low_bps: e.low_bps,
-                high_bps: e.high_bps,
-                truth_bps,
-                rel_error: (e.value_bps - truth_bps) / truth_bps.max(1.0),
-                probe_bytes: e.quality.probe_bytes,
-                trains: e.quality.trains,
-                final_: e.final_,
-            };
-            if human {
-                say!(
-                    "  estimate {:>5.1}-{:<5.1} {:<9} {:>8.3} Mb/s [{:.3} .. {:.3}]  truth {:>7.3}  error {:+6.1}%  ({}, {} trains, {:.0} kB)",
-                    row.start_s,
-                    row.end_s,
-                    row.kind,
-                    row.value_bps / 1e6,
-                    row.low_bps / 1e6,
-                    row.high_bps / 1e6,
-                    row.truth_bps / 1e6,
-                    row.rel_error * 100.0,
-                    row.method,
-                    row.trains,
-                    row.probe_bytes as f64 / 1e3
-                );
-            }
-            rows.push(row);
-        }
-    };
-    if human {
-        let names: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
-        say!(
-            "  cross traffic: {}",
-            if names.is_empty() {
-                "none".into()
-            } else {
-                names.join(" + ")
-            }
-        );
-        say!("  rates are Ethernet-frame bits as the shaper counts them; A = C − cross that left the bottleneck\n");
-        say!(
-            "{:>11} {:>12} {:>12} {:>12} {:>12} {:>8} {:>10}",
-            "t (s)",
-            "cross B",
-            "cross Mb/s",
-            "config Mb/s",
-            "A Mb/s",
-            "drops",
-            "backlog B"
-        );
-    }
-    let step = a.report_every.as_nanos() as u64;
-    let end = start + a.duration.as_nanos() as u64;
-    let mut next = start + step;
-    while next <= end && !crate::signals::interrupted() {
-        // Sleep in slices so Ctrl-C is seen; rows print once the sampler has passed their end.
-        while mgrp_testbed::clock::now_ns() < next + a.bin.as_nanos() as u64
-            && !crate::signals::interrupted()
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if human {
-            if let Some(b) = sampler.truth().window(next - step, next) {
-                let t = Duration::from_nanos(next - step - start);
-                let configured: f64 = patterns.iter().filter_map(|p| p.rate_at(t)).sum();
-                say!(
-                    "{:>5.1}-{:<5.1} {:>12.0} {:>12.3} {:>12} {:>12.3} {:>8.0} {:>10}",
-                    (next - step - start) as f64 / 1e9,
-                    (next - start) as f64 / 1e9,
-                    b.cross_bytes,
-                    b.cross_bps / 1e6,
-                    if patterns.iter().all(|p| p.mean_rate_bps().is_some()) && !patterns.is_empty()
-                    {
-                        format!("{:.3}", configured / 1e6)
-                    } else {
-                        "-".into()
-                    },
-                    b.avail_bps / 1e6,
-                    b.drops,
-                    b.backlog_bytes
-                );
-            }
-        }
-        take_estimates(&sampler.truth(), &mut rows, false);
-        if let Some(d) = &dash {
-            // Ground truth in 1 s windows (or the row's, if shorter), whatever the row width.
-            let sub = step.min(1_000_000_000);
-            let truth = sampler.truth();
-            let mut t = next - step;
-            while t + sub <= next {
-                if let Some(b) = truth.window(t, t + sub) {
-                    // Sampler times are monotonic; the store keeps wall-clock time.
-                    let ago = mgrp_testbed::clock::now_ns().saturating_sub(t + sub);
-                    d.truth(
-                        mgrp_testbed::clock::realtime_ns().saturating_sub(ago),
-                        sub as f64 / 1e9,
-                        b.avail_bps,
-                    );
-                }
-                t += sub;
-            }
-        }
-        next += step;
-    }
-    if let Some(d) = dash {
-        let c = d.stop();
-        if human {
+        ),
+        Event::Dashboard(url) => say!(
+            "  dashboard: {url} — estimates every second beside the ground truth; Ctrl-C to stop"
+        ),
+        Event::Started => {
+            let names: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
             say!(
-                "  service: {} measurements, {} estimates stored, {:.0} kB of probes",
-                c.measurements,
-                c.estimates_stored,
-                c.probe_bytes as f64 / 1e3
+                "  cross traffic: {}",
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(" + ")
+                }
+            );
+            say!("  rates are Ethernet-frame bits as the shaper counts them; A = C − cross that left the bottleneck\n");
+            say!(
+                "{:>11} {:>12} {:>12} {:>12} {:>12} {:>8} {:>10}",
+                "t (s)",
+                "cross B",
+                "cross Mb/s",
+                "config Mb/s",
+                "A Mb/s",
+                "drops",
+                "backlog B"
             );
         }
+        Event::Bin {
+            from_s,
+            to_s,
+            bin: b,
+            configured_bps,
+        } => say!(
+            "{:>5.1}-{:<5.1} {:>12.0} {:>12.3} {:>12} {:>12.3} {:>8.0} {:>10}",
+            from_s,
+            to_s,
+            b.cross_bytes,
+            b.cross_bps / 1e6,
+            configured_bps.map_or("-".into(), |c| format!("{:.3}", c / 1e6)),
+            b.avail_bps / 1e6,
+            b.drops,
+            b.backlog_bytes
+        ),
+        Event::Estimate(row) => say!(
+            "  estimate {:>5.1}-{:<5.1} {:<9} {:>8.3} Mb/s [{:.3} .. {:.3}]  truth {:>7.3}  error {:+6.1}%  ({}, {} trains, {:.0} kB)",
+            row.start_s,
+            row.end_s,
+            row.kind,
+            row.value_bps / 1e6,
+            row.low_bps / 1e6,
+            row.high_bps / 1e6,
+            row.truth_bps / 1e6,
+            row.rel_error * 100.0,
+            row.method,
+            row.trains,
+            row.probe_bytes as f64 / 1e3
+        ),
+        Event::Service(c) => say!(
+            "  service: {} measurements, {} estimates stored, {:.0} kB of probes",
+            c.measurements,
+            c.estimates_stored,
+            c.probe_bytes as f64 / 1e3
+        ),
     }
-    let interrupted = crate::signals::interrupted();
-    if let Some(l) = &live {
-        l.halt();
-    }
-    let stop_at = mgrp_testbed::clock::now_ns().min(end);
-    let mut reports = Vec::new();
-    for g in gens {
-        reports.push(g.stop()?);
-    }
-    let truth = sampler.stop()?;
-    take_estimates(&truth, &mut rows, true);
-    if let Some(Err(e)) = live.map(|l| l.stop()) {
-        eprintln!("mgrp: the estimator stopped early: {e:#}");
-    }
-    let summary = truth.window(start, stop_at);
-    let bins: Vec<Bin> = truth.bins(a.bin);
-    let report = RunReport {
-        testbed: tb.name().into(),
-        config: tb.config().clone(),
-        capacity: tb.capacity(),
-        run_drain: truth.drain(),
-        rtt,
-        delay_line: tb.delay_stats(),
-        loss_line: tb.loss_stats(),
-        cross: patterns.clone(),
-        generators: reports,
-        summary,
-        bin_s: a.bin.as_secs_f64(),
-        origin_ns: truth.origin_ns,
-        bins,
-        estimates: rows,
-        interrupted,
     };
+    let report = mgrp_lab::testbed_run::run(&cfg, crate::signals::hooks(), &mut on_event)?;
+    let (start, interrupted) = (report.start_ns, report.interrupted);
+    let origin_ns = report.origin_ns;
     let json = serde_json::to_string_pretty(&report)?;
     if let Some(path) = &a.out {
         std::fs::write(path, &json).with_context(|| format!("write {}", path.display()))?;
@@ -887,8 +710,8 @@ fn run_job(a: RunArgs) -> Result<()> {
         if let Some(s) = &report.summary {
             say!(
                 "\nwhole run {:.1}-{:.1} s: C {} | cross {} | A {} | measured flow {} | total sent {} | drops {}",
-                s.start_s - (start - truth.origin_ns) as f64 / 1e9,
-                s.end_s - (start - truth.origin_ns) as f64 / 1e9,
+                s.start_s - (start - origin_ns) as f64 / 1e9,
+                s.end_s - (start - origin_ns) as f64 / 1e9,
                 fmt_rate(s.capacity_bps),
                 fmt_rate(s.cross_bps),
                 fmt_rate(s.avail_bps),
@@ -954,6 +777,5 @@ fn run_job(a: RunArgs) -> Result<()> {
             say!("interrupted; testbed torn down");
         }
     }
-    drop(tb);
     Ok(())
 }

@@ -2,26 +2,13 @@
 
 use crate::say;
 use crate::testbed_cmd::describe_capacity;
-use anyhow::{bail, Context, Result};
-use mgrp_testbed::generator::{GenOptions, GenReport};
-use mgrp_testbed::topo::truth::DirInfo;
-use mgrp_testbed::topo::{self, NodeKind, TopoBin, TopoOptions, TopoTestbed, TopoTruthSampler};
+use anyhow::{Context, Result};
+use mgrp_lab::testbed_run::check_times;
+use mgrp_lab::topo_run::{options, TopoEvent, TopoRunConfig};
+use mgrp_testbed::topo::{self, NodeKind, TopoTestbed};
 use mgrp_testbed::topology::{existing_namespaces, State};
 use mgrp_testbed::units::fmt_rate;
 use mgrp_testbed::{Buffer, DelayMode, Shaper};
-use serde::Serialize;
-use std::time::Duration;
-
-/// What `testbed run --topology` takes from the command line.
-pub struct RunOpts {
-    pub duration: Duration,
-    pub bin: Duration,
-    pub report_every: Duration,
-    pub spin: Duration,
-    pub json: bool,
-    pub out: Option<std::path::PathBuf>,
-    pub measure_capacity: bool,
-}
 
 /// Whether testbed `name` was built from a topology file.
 pub fn is_topology(name: &str) -> bool {
@@ -129,15 +116,6 @@ fn describe(tb: &TopoTestbed) -> String {
     s
 }
 
-fn options(name: Option<String>, source: &str, measure: bool, mode: DelayMode) -> TopoOptions {
-    TopoOptions {
-        name,
-        measure_capacity: measure,
-        delay_mode: mode,
-        source: source.to_string(),
-    }
-}
-
 /// `testbed up --topology`: build it and leave it standing.
 pub fn up(name: &str, topology: &str, json: bool, measure: bool) -> Result<()> {
     let exe =
@@ -204,95 +182,33 @@ pub fn status(name: &str, json: bool) -> Result<()> {
     Ok(())
 }
 
-#[derive(Serialize)]
-struct RunReport {
-    testbed: String,
-    topology: String,
-    /// Every shaped direction: configured and measured capacity.
-    links: Vec<DirInfo>,
-    /// What each direction drained whenever it had a backlog during the run (by label).
-    run_drain: Vec<(String, Option<mgrp_testbed::capacity::Drain>)>,
-    flows: Vec<GenReport>,
-    /// Ground truth over the whole run.
-    summary: Option<TopoBin>,
-    bin_s: f64,
-    /// CLOCK_MONOTONIC ns at t = 0 of the bins.
-    origin_ns: u64,
-    bins: Vec<TopoBin>,
-    interrupted: bool,
-}
-
 /// `testbed run --topology`: build it, run its flows, print per-link truth, tear down.
-pub fn run(topology: &str, o: RunOpts) -> Result<()> {
-    if o.duration.is_zero() || o.duration > Duration::from_secs(24 * 3600) {
-        bail!("--duration must be between 1ms and 24h");
-    }
-    if o.bin < Duration::from_millis(10) || o.report_every < o.bin {
-        bail!("--bin must be at least 10ms and --report-every at least --bin");
-    }
+pub fn run(cfg: &TopoRunConfig, json: bool, out: Option<&std::path::Path>) -> Result<()> {
+    check_times(cfg.duration, cfg.bin, cfg.report_every)?;
     crate::signals::catch_signals();
-    let human = !o.json;
-    let text = topo::source(topology)?;
-    let tb = TopoTestbed::up(
-        &text,
-        options(None, topology, o.measure_capacity, DelayMode::Thread),
-    )
-    .map_err(|e| anyhow::anyhow!("{topology}: {e}"))?;
-    if human {
-        say!("{}", describe(&tb));
-    }
-    let sampler = TopoTruthSampler::start(&tb, o.bin)?;
-    let gens = tb.start_flows(&GenOptions {
-        spin: o.spin,
-        max_duration: o.duration + Duration::from_secs(1),
-    })?;
-    let links = sampler.truth().links;
-    let start = sampler.truth().origin_ns;
-    if human {
-        say!("\n  per shaped direction: cross / A in Mbit/s (A = measured C − cross that left its shaper)");
-        let mut head = format!("{:>11}", "t (s)");
-        for l in &links {
-            head.push_str(&format!(" {:>15}", l.label));
+    let human = !json;
+    let mut on_event = |e: TopoEvent| match e {
+        _ if !human => {}
+        TopoEvent::Up(tb) => say!("{}", describe(tb)),
+        TopoEvent::Started(links) => {
+            say!("\n  per shaped direction: cross / A in Mbit/s (A = measured C − cross that left its shaper)");
+            let mut head = format!("{:>11}", "t (s)");
+            for l in links {
+                head.push_str(&format!(" {:>15}", l.label));
+            }
+            say!("{head}");
         }
-        say!("{head}");
-    }
-    let step = o.report_every.as_nanos() as u64;
-    let end = start + o.duration.as_nanos() as u64;
-    let mut next = start + step;
-    while next <= end && !crate::signals::interrupted() {
-        // Sleep in slices so Ctrl-C is seen; rows print once the sampler has passed their end.
-        while mgrp_testbed::clock::now_ns() < next + o.bin.as_nanos() as u64
-            && !crate::signals::interrupted()
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if let (true, Some(b)) = (human, sampler.truth().window(next - step, next)) {
-            let mut row = format!(
-                "{:>5.1}-{:<5.1}",
-                (next - step - start) as f64 / 1e9,
-                (next - start) as f64 / 1e9
-            );
-            for l in &b.links {
+        TopoEvent::Bin { from_s, to_s, bin } => {
+            let mut row = format!("{from_s:>5.1}-{to_s:<5.1}");
+            for l in &bin.links {
                 let cell = format!("{:.2}/{:.2}", l.cross_bps / 1e6, l.avail_bps / 1e6);
                 row.push_str(&format!(" {cell:>15}"));
             }
             say!("{row}");
         }
-        next += step;
-    }
-    let interrupted = crate::signals::interrupted();
-    let mut flows = Vec::new();
-    for g in gens {
-        flows.push(g.stop()?);
-    }
-    let truth = sampler.stop()?;
-    // The summary covers the rows printed: the flows' run, not their wind-down.
-    let summary = truth.window(start, (next - step).min(end));
-    let run_drain = links
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (l.label.clone(), truth.drain(i)))
-        .collect::<Vec<_>>();
+    };
+    let report = mgrp_lab::topo_run::run(cfg, crate::signals::hooks(), &mut on_event)?;
+    let (summary, links, run_drain) = (&report.summary, &report.links, &report.run_drain);
     if human {
         say!("\n  summary over the run:");
         say!(
@@ -306,8 +222,8 @@ pub fn run(topology: &str, o: RunOpts) -> Result<()> {
             "A",
             "drops"
         );
-        if let Some(s) = &summary {
-            for ((l, info), (_, drain)) in s.links.iter().zip(&links).zip(&run_drain) {
+        if let Some(s) = summary {
+            for ((l, info), (_, drain)) in s.links.iter().zip(links).zip(run_drain) {
                 say!(
                     "  {:<14} {:>11.3} {:>11} {:>11} {:>10.3} {:>10.3} {:>10.3} {:>7.0}",
                     l.label,
@@ -327,23 +243,11 @@ pub fn run(topology: &str, o: RunOpts) -> Result<()> {
         }
         say!("  (drain: what the direction sent while backlogged during the run, if it ever was)");
     }
-    let report = RunReport {
-        testbed: tb.name().to_string(),
-        topology: topology.to_string(),
-        links,
-        run_drain,
-        flows,
-        summary,
-        bin_s: o.bin.as_secs_f64(),
-        origin_ns: truth.origin_ns,
-        bins: truth.bins(o.bin),
-        interrupted,
-    };
     let doc = serde_json::to_string_pretty(&report)?;
-    if o.json {
+    if json {
         say!("{doc}");
     }
-    if let Some(p) = &o.out {
+    if let Some(p) = out {
         std::fs::write(p, &doc).with_context(|| format!("write {}", p.display()))?;
     }
     Ok(())

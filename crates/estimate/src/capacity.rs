@@ -3,7 +3,8 @@
 //! per-train rates cluster at C with a tail below it; the estimate is the densest cluster (the
 //! mode), not the mean.
 
-use crate::{median, wire_bits, Estimate, Estimator, ProbeSpec, Quality, TrainResult, TrainSpec};
+use crate::stats::median;
+use crate::{wire_bits, Estimate, Estimator, ProbeSpec, Quality, TrainResult, TrainSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CapacityParams {

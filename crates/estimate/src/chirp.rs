@@ -16,7 +16,8 @@
 //! probes. pathChirp is cheap but biased upward where the bottleneck serves short bursts faster
 //! than C (token buckets); `mgrp bench accuracy` measures that bias rather than correcting it.
 
-use crate::{median, wire_bits, Estimate, Estimator, ProbeSpec, Quality, TrainResult, TrainSpec};
+use crate::stats::median;
+use crate::{wire_bits, Estimate, Estimator, ProbeSpec, Quality, TrainResult, TrainSpec};
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -233,7 +234,7 @@ impl Estimator for Chirp {
         s.sort_by(f64::total_cmp);
         let (lo, hi) = (s[0], s[s.len() - 1]);
         // Confidence: how tightly the chirps agree (1 − relative spread of their quartiles).
-        let q = |f: f64| s[((s.len() - 1) as f64 * f).round() as usize];
+        let q = |f: f64| crate::stats::quantile_sorted(&s, f).unwrap_or(lo);
         let spread = (q(0.75) - q(0.25)) / median(&s).max(1.0);
         Some(Estimate {
             value_bps: mean,

@@ -11,11 +11,14 @@
 //! the testbed's shaper and ground truth use.
 
 pub mod auto;
+pub mod budget;
 pub mod capacity;
 pub mod chirp;
 pub mod fluid;
+pub mod methods;
 pub mod riders;
 pub mod slops;
+pub mod stats;
 pub mod sweep;
 pub mod trend;
 pub mod wren;
@@ -69,39 +72,31 @@ pub trait Estimator {
     }
 }
 
-/// A boxed estimator is an estimator (so wrappers compose over `Box<dyn Estimator + Send>`).
-impl<E: Estimator + ?Sized> Estimator for Box<E> {
-    fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
-        (**self).poll_train(now_ns)
-    }
-    fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
-        (**self).handle_train(now_ns, obs)
-    }
-    fn estimate(&self) -> Option<Estimate> {
-        (**self).estimate()
-    }
-    fn is_done(&self) -> bool {
-        (**self).is_done()
-    }
-    fn next_wakeup(&self) -> Option<u64> {
-        (**self).next_wakeup()
-    }
-    fn capacity(&self) -> Option<Estimate> {
-        (**self).capacity()
-    }
+/// An estimator behind a pointer is an estimator: a box (so wrappers compose over
+/// `Box<dyn Estimator + Send>`) or a borrow (so a wrapper can run one it does not own).
+macro_rules! forward_estimator {
+    ($($ptr:ty),*) => {$(
+        impl<E: Estimator + ?Sized> Estimator for $ptr {
+            fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
+                (**self).poll_train(now_ns)
+            }
+            fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
+                (**self).handle_train(now_ns, obs)
+            }
+            fn estimate(&self) -> Option<Estimate> {
+                (**self).estimate()
+            }
+            fn is_done(&self) -> bool {
+                (**self).is_done()
+            }
+            fn next_wakeup(&self) -> Option<u64> {
+                (**self).next_wakeup()
+            }
+            fn capacity(&self) -> Option<Estimate> {
+                (**self).capacity()
+            }
+        }
+    )*};
 }
 
-/// Median of a slice (NaN for empty); sorts a copy.
-pub fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
+forward_estimator!(Box<E>, &mut E);

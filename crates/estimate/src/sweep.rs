@@ -470,7 +470,7 @@ mod tests {
                 .filter(|(t, _)| (change + 500_000_000..change + 1_500_000_000).contains(t))
                 .map(|(_, e)| e.value_bps)
                 .collect();
-            let after = crate::median(&after);
+            let after = crate::stats::median(&after);
             // Within a second of the change the estimate has closed most of the gap.
             assert!(
                 (after - new_truth).abs() < 0.5 * (before - new_truth).abs(),

@@ -15,7 +15,7 @@
 //! pathload does: one says increasing and the other does not contradict it → increasing; one says
 //! not increasing and the other does not contradict it → not increasing; otherwise unknown.
 
-use crate::median;
+use crate::stats::median;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -154,26 +154,31 @@ impl DelayHistogram {
         (self.count > 0).then(|| self.sum_us as f64 / self.count as f64)
     }
 
-    /// The `q` quantile (0 ≤ q ≤ 1), interpolated within its bucket; None if empty or `q` is
-    /// out of range.
+    /// The `q` quantile (0 ≤ q ≤ 1) as `mgrp_estimate::stats` defines it (linear between the
+    /// two closest ranks), each rank's value interpolated within its bucket; None if empty or
+    /// `q` is out of range.
     pub fn quantile_us(&self, q: f64) -> Option<f64> {
-        if self.count == 0 || !(0.0..=1.0).contains(&q) {
-            return None;
-        }
-        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
+        let (lo, hi, w) = mgrp_estimate::stats::rank(q, usize::try_from(self.count).ok()?)?;
+        let (a, b) = (self.value_at(lo as u64), self.value_at(hi as u64));
+        Some(if lo == hi { a } else { a + (b - a) * w })
+    }
+
+    /// The value of the `k`-th smallest sample (0-based, `k < count`), placed within its bucket
+    /// by its rank there.
+    fn value_at(&self, k: u64) -> f64 {
         let mut below = 0u64;
         for (i, &n) in self.buckets.iter().enumerate() {
-            if n > 0 && below + n >= rank {
+            if n > 0 && below + n > k {
                 let (lo, hi) = Self::range(i);
                 if hi - lo <= 1.0 {
-                    return Some(lo); // exact: values are whole µs
+                    return lo; // exact: values are whole µs
                 }
-                let v = lo + (hi - lo) * (rank - below) as f64 / n as f64;
-                return Some(v.clamp(self.min_us as f64, self.max_us as f64));
+                let v = lo + (hi - lo) * (k + 1 - below) as f64 / n as f64;
+                return v.clamp(self.min_us as f64, self.max_us as f64);
             }
             below += n;
         }
-        Some(self.max_us as f64)
+        self.max_us as f64
     }
 }
 

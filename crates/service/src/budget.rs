@@ -4,8 +4,9 @@
 //! model (`mgrp_estimate::fluid`) at that capacity, half of it taken by cross traffic, and
 //! reading the probe bytes its estimate's quality tuple reports.
 
-use crate::Builder;
 use mgrp_estimate::fluid::{drive, FluidPath};
+use mgrp_estimate::methods::{Method, MethodError};
+use mgrp_estimate::Estimator;
 use mgrp_traffic::pattern::CrossPattern;
 
 /// The least default budget a minute (the fixed default before budgets were derived).
@@ -23,21 +24,22 @@ const HORIZON_NS: u64 = 60_000_000_000;
 
 /// Probe bytes one measurement of `method` sends on a path of `capacity_bps` (`None`: not yet
 /// measured, so the round the builder makes then is the one that measures it).
-pub fn expected_bytes(
-    build: &Builder,
-    method: &str,
-    capacity_bps: Option<f64>,
-) -> Result<u64, String> {
+pub fn expected_bytes(method: &str, capacity_bps: Option<f64>) -> Result<u64, MethodError> {
     let c = capacity_bps
         .filter(|c| c.is_finite() && *c >= 1e3)
         .unwrap_or(UNKNOWN_CAPACITY_BPS);
-    let mut est = build(method, capacity_bps)?;
-    let cross = CrossPattern::parse(&format!("cbr:{}bit", (c / 2.0).round() as u64))
-        .map_err(|e| e.to_string())?;
-    // A 100-packet buffer and 10 ms each way, as the estimators' own tests use.
-    let mut path = FluidPath::new(c, 100.0 * 1514.0, 10_000_000, Some(cross))?;
+    let mut est = Method::from_name(method)?.build(capacity_bps)?;
+    // Half the capacity as cross traffic, a 100-packet buffer and 10 ms each way, as the
+    // estimators' own tests use. Both are valid for any capacity the filter above lets through.
+    let cross = CrossPattern::Cbr {
+        rate_bps: (c / 2.0).round() as u64,
+        size: 1500,
+    };
+    let Ok(mut path) = FluidPath::new(c, 100.0 * 1514.0, 10_000_000, Some(cross)) else {
+        return Ok(0);
+    };
     // What an estimate says it cost (its quality tuple counts every probe byte sent for it).
-    let estimates = drive(&mut *est, &mut path, HORIZON_NS);
+    let estimates = drive(&mut est, &mut path, HORIZON_NS);
     let cap = est.capacity().map(|e| e.quality.probe_bytes);
     Ok(estimates
         .iter()
@@ -49,10 +51,10 @@ pub fn expected_bytes(
 
 /// The default budget a minute for `method` at `capacity_bps`: [`MARGIN`] estimates' worth,
 /// at least [`FLOOR`].
-pub fn default_budget(build: &Builder, method: &str, capacity_bps: Option<f64>) -> u64 {
-    match expected_bytes(build, method, capacity_bps) {
+pub fn default_budget(method: &str, capacity_bps: Option<f64>) -> u64 {
+    match expected_bytes(method, capacity_bps) {
         Ok(b) => ((b as f64 * MARGIN).ceil() as u64).max(FLOOR),
-        // The builder refuses (it will again when measuring, and say so there).
+        // An unknown method (config validation refuses it first; measuring would say so).
         Err(_) => FLOOR,
     }
 }
@@ -60,29 +62,9 @@ pub fn default_budget(build: &Builder, method: &str, capacity_bps: Option<f64>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mgrp_estimate::auto::{Auto, AutoParams};
-    use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
-    use mgrp_estimate::chirp::{Chirp, ChirpParams};
-    use mgrp_estimate::Estimator;
-    use std::sync::Arc;
-
-    fn builder() -> Builder {
-        Arc::new(|method: &str, cap: Option<f64>| {
-            Ok(match (method, cap) {
-                ("auto", _) => Box::new(Auto::new(AutoParams {
-                    capacity_bps: cap,
-                    ..AutoParams::default()
-                })) as Box<dyn Estimator + Send>,
-                ("chirp", Some(c)) => Box::new(Chirp::new(ChirpParams::for_capacity(c))),
-                ("chirp", None) => Box::new(CapacityEstimator::new(CapacityParams::default())),
-                _ => return Err(format!("unknown method {method}")),
-            })
-        })
-    }
 
     #[test]
     fn the_default_fits_an_estimate_at_the_capacity() {
-        let b = builder();
         for (m, c) in [
             ("auto", None),
             ("auto", Some(10e6)),
@@ -92,17 +74,17 @@ mod tests {
             ("chirp", Some(10e6)),
             ("chirp", Some(1e9)),
         ] {
-            let bytes = expected_bytes(&b, m, c).unwrap();
-            let d = default_budget(&b, m, c);
+            let bytes = expected_bytes(m, c).unwrap();
+            let d = default_budget(m, c);
             eprintln!("{m} at {c:?}: {bytes} B, default {d} B/min");
             assert!(bytes > 0, "{m} {c:?}");
             assert!(d >= 2 * bytes && d >= FLOOR, "{m} {c:?}: {d} < 2 x {bytes}");
         }
         // An auto estimate on a fast path costs more than the old fixed 2 MB default.
         assert!(
-            expected_bytes(&b, "auto", Some(1e9)).unwrap()
-                > expected_bytes(&b, "auto", Some(10e6)).unwrap()
+            expected_bytes("auto", Some(1e9)).unwrap()
+                > expected_bytes("auto", Some(10e6)).unwrap()
         );
-        assert_eq!(default_budget(&b, "magic", Some(1e6)), FLOOR);
+        assert_eq!(default_budget("magic", Some(1e6)), FLOOR);
     }
 }

@@ -26,6 +26,7 @@
 //! window = "1s"                          # one estimate per flow per window
 //! ```
 
+use mgrp_estimate::methods::Method;
 use mgrp_traffic::units::{parse_bytes, parse_duration};
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -177,8 +178,11 @@ fn parse_retention(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// Methods a schedule may name (capacity is measured by all of them).
-pub const METHODS: [&str; 5] = ["auto", "slops", "slops-slow", "chirp", "sweep"];
+/// The method a schedule names, spelled exactly: one that estimates available bandwidth
+/// (capacity is measured by all of them).
+pub fn scheduled_method(name: &str) -> Option<Method> {
+    Method::AVAILABLE.into_iter().find(|m| m.name() == name)
+}
 
 impl ServiceConfig {
     pub fn load(path: &Path) -> Result<ServiceConfig, ConfigError> {
@@ -241,11 +245,12 @@ impl ServiceConfig {
         for (i, p) in raw.path.into_iter().enumerate() {
             let at = |why: String| format!("path #{} ({}): {why}", i + 1, p.peer);
             let peer = mgrp_engine::api::parse_peer(&p.peer).map_err(|e| at(e.to_string()))?;
-            if !METHODS.contains(&p.method.as_str()) {
+            if scheduled_method(&p.method).is_none() {
+                let names: Vec<&str> = Method::AVAILABLE.iter().map(|m| m.name()).collect();
                 return Err(at(format!(
                     "unknown method {:?}: use {}",
                     p.method,
-                    METHODS.join(", ")
+                    names.join(", ")
                 )));
             }
             let every = parse_duration(&p.every).map_err(|e| at(format!("every: {e}")))?;

@@ -8,12 +8,13 @@ use crate::hub::Hub;
 use crate::path::PathState;
 use crate::record::{self, Series};
 use crate::schedule::{Action, Schedule};
-use crate::{Budgeted, Builder};
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::riders::RiderSender;
 use mgrp_engine::run::run_estimator;
+use mgrp_estimate::budget::Budgeted;
+use mgrp_estimate::methods::Method;
 use mgrp_estimate::Estimator;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,7 +28,6 @@ const REDERIVE: f64 = 0.2;
 pub(crate) struct Driver {
     pub st: Arc<PathState>,
     pub key: Key,
-    pub build: Builder,
     pub pacer: Arc<Pacer>,
     pub hub: Arc<Hub>,
     pub riders: Option<Arc<RiderSender>>,
@@ -52,7 +52,7 @@ impl Driver {
         };
         let budget = match p.budget {
             Some(b) => b,
-            None => budget::default_budget(&self.build, &p.method, None),
+            None => budget::default_budget(&p.method, None),
         };
         self.st.set_budget(budget);
         let every = p.every.as_nanos().min(u64::MAX as u128) as u64;
@@ -130,10 +130,12 @@ impl Driver {
             return;
         }
         // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.
-        let mut est = match (self.build)(&p.method, link.capacity) {
+        // A method that needs the capacity measures it first while none is known.
+        let built = Method::from_name(&p.method).and_then(|m| m.build(link.capacity));
+        let mut est = match built {
             Ok(e) => mgrp_estimate::riders::RiderAware::new(e),
             Err(e) => {
-                st.fail(&e);
+                st.fail(&e.to_string());
                 sched.handle_failed(mgrp_clock::now_ns(), 0);
                 return;
             }
@@ -251,7 +253,7 @@ impl Driver {
         {
             return;
         }
-        let b = budget::default_budget(&self.build, &p.method, Some(c));
+        let b = budget::default_budget(&p.method, Some(c));
         link.budget_for = Some(c);
         sched.set_budget(b);
         self.st.set_budget(b);

@@ -90,30 +90,30 @@ fn capture(src: &PassiveSource, st: &PassiveState, hub: &Hub) -> Result<(), Stri
         ..WrenParams::default()
     })
     .with_local(local);
-    let mut last_poll = Instant::now();
     let dropped0 = cap.stats().dropped;
-    while !st.stop.load(Ordering::Relaxed) {
-        if let Some(s) = cap.next_segment().map_err(|e| e.to_string())? {
-            st.counters.bump(&st.counters.segments, 1);
-            wren.handle_segment(&s);
+    // Counted across captures: a reopened one adds to what the earlier ones fed.
+    let segments0 = st.counters.segments.load(Ordering::Relaxed);
+    let stop = || st.stop.load(Ordering::Relaxed);
+    let every = Duration::from_millis(100);
+    mgrp_capture::feed::feed_wren(&mut cap, &mut wren, every, stop, |wren, cap, poll| {
+        st.counters
+            .segments
+            .store(segments0 + poll.segments, Ordering::Relaxed);
+        st.counters.capture_dropped.store(
+            cap.stats().dropped.saturating_sub(dropped0),
+            Ordering::Relaxed,
+        );
+        let recs: Vec<Record> = wren
+            .poll_estimates(poll.now_ns)
+            .iter()
+            .map(crate::record::from_passive)
+            .collect();
+        if !recs.is_empty() {
+            hub.publish(&recs).map_err(|e| e.to_string())?;
+            st.counters.bump(&st.counters.estimates, recs.len() as u64);
         }
-        if last_poll.elapsed() >= Duration::from_millis(100) {
-            last_poll = Instant::now();
-            st.counters.capture_dropped.store(
-                cap.stats().dropped.saturating_sub(dropped0),
-                Ordering::Relaxed,
-            );
-            // Capture timestamps are wall-clock time.
-            let recs: Vec<Record> = wren
-                .poll_estimates(mgrp_clock::realtime_ns())
-                .iter()
-                .map(crate::record::from_passive)
-                .collect();
-            if !recs.is_empty() {
-                hub.publish(&recs).map_err(|e| e.to_string())?;
-                st.counters.bump(&st.counters.estimates, recs.len() as u64);
-            }
-        }
-    }
+        Ok::<(), String>(())
+    })
+    .map_err(|e| e.to_string())?;
     Ok(())
 }

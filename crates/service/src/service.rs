@@ -7,7 +7,7 @@ use crate::driver::Driver;
 use crate::hub::{counter_pairs, Hub};
 use crate::passive::{self, PassiveState};
 use crate::path::{CounterSnapshot, PathState};
-use crate::{Builder, Error, SharedStore};
+use crate::{Error, SharedStore};
 use mgrp_engine::auth::Key;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::riders::RiderSender;
@@ -43,7 +43,6 @@ pub struct Service {
     hub: Arc<Hub>,
     cfg: ServiceConfig,
     key: Key,
-    build: Builder,
     pacer: Option<Arc<Pacer>>,
     riders: Option<Arc<RiderSender>>,
     running: Vec<Running>,
@@ -99,7 +98,7 @@ fn start_riders(
 
 impl Service {
     /// Open the store and start one scheduler thread per configured path.
-    pub fn start(cfg: &ServiceConfig, key: Key, build: Builder) -> Result<Service, Error> {
+    pub fn start(cfg: &ServiceConfig, key: Key) -> Result<Service, Error> {
         let hub = Hub::new(open_store(cfg)?, cfg.token.clone());
         if let Some(url) = &cfg.archive {
             let a = Arc::new(Archive::start(url, cfg.retention)?);
@@ -117,7 +116,6 @@ impl Service {
             hub,
             cfg: cfg.clone(),
             key,
-            build,
             riders,
             pacer: None,
             running: Vec::new(),
@@ -168,7 +166,6 @@ impl Service {
         let driver = Driver {
             st: state.clone(),
             key: self.key.clone(),
-            build: self.build.clone(),
             pacer,
             hub: self.hub.clone(),
             riders: self.riders.clone(),

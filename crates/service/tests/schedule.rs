@@ -3,27 +3,11 @@
 
 use mgrp_engine::auth::Key;
 use mgrp_engine::daemon::{Agent, AgentConfig};
-use mgrp_estimate::capacity::{CapacityEstimator, CapacityParams};
-use mgrp_estimate::chirp::{Chirp, ChirpParams};
-use mgrp_estimate::Estimator;
 use mgrp_service::config::ServiceConfig;
-use mgrp_service::{Builder, Service};
+use mgrp_service::Service;
 use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig, TruthSampler};
-use std::sync::Arc;
 use std::time::Duration;
-
-fn builder() -> Builder {
-    Arc::new(|method: &str, cap: Option<f64>| {
-        assert_eq!(method, "chirp");
-        Ok(match cap {
-            Some(c) => {
-                Box::new(Chirp::new(ChirpParams::for_capacity(c))) as Box<dyn Estimator + Send>
-            }
-            None => Box::new(CapacityEstimator::new(CapacityParams::default())),
-        })
-    })
-}
 
 /// Run the service in snd for `secs` with `config`; the bytes snd offered the bottleneck, the
 /// stored A estimates (time, value) and the counters.
@@ -43,7 +27,7 @@ fn run(
     let t0 = mgrp_testbed::clock::now_ns();
     let key = key.clone();
     let (recs, counters, view) = spawn_in(&tb.ns(Role::Snd), "service", move || {
-        let svc = Service::start(&cfg, key, builder()).unwrap();
+        let svc = Service::start(&cfg, key).unwrap();
         std::thread::sleep(Duration::from_secs(secs));
         let view = svc.hub().paths()[0].view();
         let store = svc.store();

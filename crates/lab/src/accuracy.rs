@@ -1,0 +1,288 @@
+//! `mgrp bench accuracy`: every method against the bottleneck's ground truth over a grid.
+
+use crate::rig::Worker;
+use crate::{ensure, Error, Hooks, Result};
+use mgrp_engine::client::Session;
+use mgrp_engine::run::run_estimator;
+use mgrp_estimate::methods::Method;
+use mgrp_estimate::{Estimate, Estimator};
+use mgrp_testbed::generator::CrossTraffic;
+use mgrp_testbed::{CrossPattern, DelayMode, Testbed, TestbedConfig, TruthSampler};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// The grid.
+#[derive(Debug, Clone)]
+pub struct AccuracyConfig {
+    /// Bottleneck capacities, Mbit/s.
+    pub capacities: Vec<f64>,
+    /// Cross-traffic kinds: cbr, poisson, onoff, step, tcp1, tcp4.
+    pub kinds: Vec<String>,
+    /// Cross load in % of capacity (UDP kinds; 0 = idle path, run once).
+    pub loads: Vec<u32>,
+    /// Methods that estimate available bandwidth.
+    pub methods: Vec<Method>,
+    pub reps: u32,
+}
+
+/// One estimator run, timed on CLOCK_MONOTONIC.
+struct Outcome {
+    estimate: Option<Estimate>,
+    /// Start of the run (capacity step included), start of the method, first estimate, end.
+    start_ns: u64,
+    method_start_ns: u64,
+    first_ns: Option<u64>,
+    end_ns: u64,
+    bytes: u64,
+}
+
+#[derive(Serialize, Clone)]
+pub struct Run {
+    pub capacity_mbit: f64,
+    pub kind: String,
+    pub load_pct: Option<u32>,
+    pub method: String,
+    pub rep: u32,
+    pub estimate_mbit: Option<f64>,
+    pub low_mbit: Option<f64>,
+    pub high_mbit: Option<f64>,
+    pub truth_mbit: f64,
+    /// |estimate − truth| / max(truth, 5% of C).
+    pub rel_error: Option<f64>,
+    pub first_s: Option<f64>,
+    pub final_s: f64,
+    pub probe_bytes: u64,
+    pub converged: bool,
+}
+
+fn pattern(kind: &str, load: u32, c: f64) -> Result<Option<CrossPattern>> {
+    let r = c * load as f64 / 100.0;
+    let mb = |x: f64| format!("{:.3}mbit", x / 1e6);
+    let spec = match kind {
+        _ if load == 0 && !kind.starts_with("tcp") => return Ok(None),
+        "cbr" => format!("cbr:{}", mb(r)),
+        "poisson" => format!("poisson:{}", mb(r)),
+        "onoff" => format!("onoff:{},on=50ms,off=50ms", mb(r)),
+        // Mean `r`, stepping ±50% every second.
+        "step" => format!("step:{},{},{},every=1s", mb(r), mb(1.5 * r), mb(0.5 * r)),
+        "tcp1" => "tcp:1".into(),
+        "tcp4" => "tcp:4".into(),
+        other => {
+            return Err(Error::Config(format!(
+                "unknown kind {other:?}: use cbr, poisson, onoff, step, tcp1, tcp4"
+            )))
+        }
+    };
+    Ok(Some(
+        CrossPattern::parse(&spec).map_err(|e| Error::Config(e.to_string()))?,
+    ))
+}
+
+/// One method run over the session, as `mgrp estimate` runs it: methods that need the
+/// capacity measure it first; `auto` measures its own and is timed from its start.
+fn run_method(method: Method, s: &mut Session) -> Result<Outcome, String> {
+    let start_ns = mgrp_clock::now_ns();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut est = method.build(None).map_err(|e| e.to_string())?;
+    let (mut first_ns, mut bytes) = (None, 0);
+    let out = run_estimator(
+        s,
+        &mut est,
+        deadline,
+        || false,
+        |p| {
+            bytes = p.probe_bytes;
+            if p.estimate.is_some() && first_ns.is_none() {
+                first_ns = Some(mgrp_clock::now_ns());
+            }
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    if method.needs_capacity() && est.capacity().is_none() {
+        return Err("no capacity estimate".into());
+    }
+    Ok(Outcome {
+        estimate: out,
+        start_ns,
+        method_start_ns: est.method_start_ns().unwrap_or(start_ns),
+        first_ns,
+        end_ns: mgrp_clock::now_ns(),
+        bytes,
+    })
+}
+
+impl AccuracyConfig {
+    pub fn check(&self) -> Result<()> {
+        if self.methods.contains(&Method::Capacity) {
+            return Err(Error::Config(
+                "bench accuracy scores available bandwidth: leave `capacity` out of --methods"
+                    .into(),
+            ));
+        }
+        ensure(self.reps >= 1 && self.reps <= 50, "--reps must be 1..=50")?;
+        ensure(
+            self.capacities.iter().all(|c| (1.0..=1000.0).contains(c)),
+            "capacities must be 1..=1000 Mbit/s",
+        )?;
+        ensure(
+            self.loads.iter().all(|l| *l < 100),
+            "loads must be below 100%",
+        )
+    }
+}
+
+/// Run the grid: one testbed per capacity, each cell's cross traffic, every method `reps` times.
+pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
+    cfg.check()?;
+    let mut runs: Vec<Run> = Vec::new();
+    for &cap in &cfg.capacities {
+        let c = cap * 1e6;
+        let tb = Testbed::up(
+            TestbedConfig {
+                capacity_bps: c as u64,
+                ..Default::default()
+            },
+            DelayMode::Thread,
+        )?;
+        let worker = Worker::start(&tb, "bench-estimator", run_method)?;
+        // Cells: the idle path once, UDP kinds at each non-zero load, TCP once.
+        let mut cells: Vec<(String, Option<u32>)> = Vec::new();
+        if cfg.loads.contains(&0) {
+            cells.push(("idle".into(), Some(0)));
+        }
+        for kind in &cfg.kinds {
+            if kind.starts_with("tcp") {
+                cells.push((kind.clone(), None));
+            } else {
+                cells.extend(
+                    cfg.loads
+                        .iter()
+                        .filter(|l| **l > 0)
+                        .map(|l| (kind.clone(), Some(*l))),
+                );
+            }
+        }
+        for (kind, load) in cells {
+            let p = if kind == "idle" {
+                None
+            } else {
+                pattern(&kind, load.unwrap_or(0), c)?
+            };
+            let sampler = TruthSampler::start(&tb, Duration::from_millis(50))?;
+            let gen = CrossTraffic::start_if(&tb, p.as_ref())?;
+            // TCP needs its slow start behind it; UDP a moment to fill the queue's steady state.
+            std::thread::sleep(Duration::from_millis(if kind.starts_with("tcp") {
+                2000
+            } else {
+                500
+            }));
+            for rep in 0..cfg.reps {
+                for &method in &cfg.methods {
+                    if hooks.stopped() {
+                        return Err(Error::Interrupted);
+                    }
+                    hooks.say(&format!(
+                        "\r{cap} Mbit/s {kind} {:>3}% {:<10} rep {}/{}      ",
+                        load.unwrap_or(0),
+                        method.name(),
+                        rep + 1,
+                        cfg.reps
+                    ));
+                    let o = worker
+                        .ask(method, Duration::from_secs(60))?
+                        .map_err(Error::Worker)?;
+                    // The truth over the method's run, at least its last 500 ms (shorter windows
+                    // would be interpolated between a couple of samples); wait for a sample past
+                    // its end.
+                    let from = o.method_start_ns.min(o.end_ns.saturating_sub(500_000_000));
+                    let covered = Instant::now() + Duration::from_millis(500);
+                    while sampler
+                        .truth()
+                        .samples
+                        .last()
+                        .is_none_or(|s| s.t_ns < o.end_ns)
+                        && Instant::now() < covered
+                    {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    let truth = sampler
+                        .truth()
+                        .window(from, o.end_ns)
+                        .map_or(f64::NAN, |w| w.avail_bps);
+                    let e = o.estimate.as_ref();
+                    runs.push(Run {
+                        capacity_mbit: cap,
+                        kind: kind.clone(),
+                        load_pct: load,
+                        method: method.name().to_string(),
+                        rep,
+                        estimate_mbit: e.map(|e| e.value_bps / 1e6),
+                        low_mbit: e.map(|e| e.low_bps / 1e6),
+                        high_mbit: e.map(|e| e.high_bps / 1e6),
+                        truth_mbit: truth / 1e6,
+                        rel_error: e
+                            .filter(|_| truth.is_finite())
+                            .map(|e| (e.value_bps - truth).abs() / truth.max(0.05 * c)),
+                        first_s: o.first_ns.map(|f| (f - o.start_ns) as f64 / 1e9),
+                        final_s: (o.end_ns - o.start_ns) as f64 / 1e9,
+                        probe_bytes: o.bytes,
+                        converged: e.is_some_and(|e| e.final_),
+                    });
+                }
+            }
+            if let Some(g) = gen {
+                g.stop()?;
+            }
+            drop(sampler);
+        }
+    }
+    hooks.say("\n");
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> AccuracyConfig {
+        AccuracyConfig {
+            capacities: vec![20.0],
+            kinds: vec!["cbr".into()],
+            loads: vec![0, 50],
+            methods: vec![Method::Auto, Method::Chirp],
+            reps: 1,
+        }
+    }
+
+    #[test]
+    fn the_grid_is_checked_before_anything_runs() {
+        assert!(cfg().check().is_ok());
+        let mut c = cfg();
+        c.methods.push(Method::Capacity);
+        assert!(c
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("leave `capacity` out"));
+        let mut c = cfg();
+        c.reps = 0;
+        assert!(c.check().is_err());
+        let mut c = cfg();
+        c.capacities = vec![5000.0];
+        assert!(c.check().is_err());
+        let mut c = cfg();
+        c.loads = vec![100];
+        assert!(c.check().is_err());
+    }
+
+    #[test]
+    fn cells_become_patterns() {
+        assert!(pattern("cbr", 0, 20e6).unwrap().is_none());
+        let p = pattern("cbr", 50, 20e6).unwrap().unwrap();
+        assert_eq!(p.mean_rate_bps(), Some(10e6));
+        let step = pattern("step", 50, 20e6).unwrap().unwrap();
+        assert!((step.mean_rate_bps().unwrap() - 10e6).abs() < 1.0);
+        assert!(pattern("tcp4", 0, 20e6).unwrap().is_some());
+        assert!(matches!(pattern("zigzag", 10, 20e6), Err(Error::Config(_))));
+    }
+}

@@ -1,0 +1,156 @@
+//! Estimates taken on a running testbed, for `mgrp testbed run --estimate`: an agent in rcv, the
+//! estimator in snd, each result sent back with the window it covers so the run can set it
+//! beside the ground truth of the same window.
+
+use crate::rig::{agent_at_rcv, connect};
+use crate::{Error, Result};
+use mgrp_engine::auth::Key;
+use mgrp_engine::daemon::Agent;
+use mgrp_engine::run::run_estimator;
+use mgrp_estimate::methods::Method;
+use mgrp_estimate::{Estimate, Estimator};
+use mgrp_testbed::netns::spawn_in;
+use mgrp_testbed::{Role, Testbed};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// One estimate and the CLOCK_MONOTONIC window it was measured over.
+pub struct Measured {
+    pub kind: &'static str,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub estimate: Estimate,
+}
+
+/// An estimate beside the truth of its window, as reported.
+#[derive(Serialize, Clone)]
+pub struct Row {
+    pub kind: &'static str,
+    pub method: &'static str,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub value_bps: f64,
+    pub low_bps: f64,
+    pub high_bps: f64,
+    pub truth_bps: f64,
+    pub rel_error: f64,
+    pub probe_bytes: u64,
+    pub trains: u32,
+    pub final_: bool,
+}
+
+impl Row {
+    /// `m` against `truth_bps`, its times from `origin_ns`.
+    pub fn new(m: &Measured, truth_bps: f64, origin_ns: u64) -> Row {
+        let e = &m.estimate;
+        Row {
+            kind: m.kind,
+            method: e.quality.method,
+            start_s: m.start_ns.saturating_sub(origin_ns) as f64 / 1e9,
+            end_s: m.end_ns.saturating_sub(origin_ns) as f64 / 1e9,
+            value_bps: e.value_bps,
+            low_bps: e.low_bps,
+            high_bps: e.high_bps,
+            truth_bps,
+            rel_error: (e.value_bps - truth_bps) / truth_bps.max(1.0),
+            probe_bytes: e.quality.probe_bytes,
+            trains: e.quality.trains,
+            final_: e.final_,
+        }
+    }
+}
+
+pub struct LiveEstimates {
+    stop: Arc<AtomicBool>,
+    pub results: Receiver<Measured>,
+    thread: Option<JoinHandle<Result<(), mgrp_testbed::Error>>>,
+    _agent: Agent,
+}
+
+impl LiveEstimates {
+    /// Start an agent in rcv and keep estimating from snd with `method` (capacity once, then
+    /// available bandwidth again and again) until `end` or `halt`.
+    pub fn start(tb: &Testbed, method: Method, end: Instant) -> Result<LiveEstimates> {
+        let key = Key::random();
+        let (agent, listen) = agent_at_rcv(tb, &key)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, results) = channel();
+        let stop2 = stop.clone();
+        let thread = spawn_in(&tb.ns(Role::Snd), "estimator", move || {
+            let fail = |e: String| mgrp_testbed::Error::Setup(format!("estimator: {e}"));
+            let mut s = connect(listen, &key).map_err(|e| fail(e.to_string()))?;
+            let halted = || stop2.load(Ordering::Relaxed);
+            let report = |kind, start_ns, end_ns, estimate| {
+                let _ = tx.send(Measured {
+                    kind,
+                    start_ns,
+                    end_ns,
+                    estimate,
+                });
+            };
+            let mut capacity = None;
+            while !halted() && Instant::now() < end {
+                let t0 = mgrp_clock::now_ns();
+                let mut est = method.build(capacity).map_err(|e| fail(e.to_string()))?;
+                let e = run_estimator(&mut s, &mut est, end, halted, |_| {})
+                    .map_err(|e| fail(e.to_string()))?;
+                let now = mgrp_clock::now_ns();
+                // The method's own run starts after the capacity step (if it had one).
+                let from = est.method_start_ns().unwrap_or(t0);
+                if let Some(c) = est.capacity().filter(|_| capacity.is_none()) {
+                    capacity = Some(c.value_bps);
+                    // A capacity step ends where the method starts; `auto` measures its own
+                    // within its run.
+                    let until = if method.needs_capacity() { from } else { now };
+                    report("capacity", t0, until.max(t0), c);
+                    if method == Method::Capacity {
+                        return Ok(());
+                    }
+                }
+                match e {
+                    Some(e) if e.final_ && method.estimates_available() => {
+                        report("available", from, now, e)
+                    }
+                    // Nothing came back at all: stop rather than spin.
+                    None if capacity.is_none() => return Ok(()),
+                    _ => {}
+                }
+            }
+            Ok(())
+        })?;
+        Ok(LiveEstimates {
+            stop,
+            results,
+            thread: Some(thread),
+            _agent: agent,
+        })
+    }
+
+    /// Ask the estimator to stop after its current train.
+    pub fn halt(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Stop estimating; an error the estimator hit, if any.
+    pub fn stop(mut self) -> Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(Err(e))) => Err(e.into()),
+            Some(Err(_)) => Err(Error::Worker("estimator thread panicked".into())),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for LiveEstimates {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! `mgrp bench riders`: the seed's microbenchmark (seed 000 §5.1) on the testbed. A 10 Mbit/s
+//! bottleneck with about 40 ms of RTT, a 4 Mbit/s TCP source (rate-limited writes) opted in to
+//! riders, STEP (1,3,5,6,4,2 Mbit/s) or web-like TCP cross traffic, probing with SLoPS (pSLOW,
+//! pFAST) or the seed's fixed trains pk1/pk2/pk3 — riders off and on.
+
+use crate::rig::agent_at_rcv_with;
+use crate::{Error, Hooks, Result};
+use mgrp_engine::auth::Key;
+use mgrp_engine::client::Session;
+use mgrp_engine::pacer::Pacer;
+use mgrp_engine::riders::{RiderConfig, RiderSender};
+use mgrp_engine::run::run_estimator;
+use mgrp_engine::train::TrainSpec;
+use mgrp_estimate::riders::RiderAware;
+use mgrp_estimate::slops::{Pace, Slops, SlopsParams};
+use mgrp_estimate::stats::quantile;
+use mgrp_estimate::Estimator;
+use mgrp_shim::route::OptIn;
+use mgrp_testbed::app::{AppFlow, AppPattern};
+use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
+use mgrp_testbed::netns::spawn_in;
+use mgrp_testbed::{CrossPattern, DelayMode, Role, Testbed, TestbedConfig, TruthSampler};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const SOURCE_PORT: u16 = 5300;
+const SOURCE_BPS: f64 = 4e6;
+
+#[derive(Debug, Clone)]
+pub struct RidersConfig {
+    /// Probing: pslow, pfast (SLoPS measurements back to back), pk1, pk2, pk3 (fixed trains).
+    pub probes: Vec<String>,
+    /// Cross traffic: step (UDP 1,3,5,6,4,2 Mbit/s) and/or web (TCP flows of random-size
+    /// messages at random times).
+    pub cross: Vec<String>,
+    /// Seconds per STEP level (the seed used 45; 6 levels per run), and the run length for web.
+    pub step_secs: f64,
+    /// Payload buffer timeout T.
+    pub hold: Duration,
+    /// Share of each train, from its start, that may carry riders.
+    pub ratio: f64,
+    /// Give up a SLoPS measurement after this long (the seed's 60 s timeout).
+    pub timeout: Duration,
+}
+
+#[derive(Serialize, Clone, Default)]
+pub struct Row {
+    pub cross: String,
+    pub probe: String,
+    pub riders: bool,
+    pub secs: f64,
+    /// Bytes of probes that carried no rider (the seed's "probe (nopbk)"): with riders off, every
+    /// probe byte.
+    pub probe_only_bytes: u64,
+    /// Probe bytes not filled by rider data (empty probes, plus headers and padding left over
+    /// in probes that carried a rider).
+    pub overhead_bytes: u64,
+    pub probe_bytes: u64,
+    pub rider_bytes: u64,
+    /// Rider bytes over the probes' padding (probe bytes minus headers).
+    pub padding_filled: f64,
+    pub standalone_fragments: u64,
+    pub source_median_mbit: f64,
+    /// Share of 1 s bins in which the source delivered less than 95% of its 4 Mbit/s.
+    pub source_below_pct: f64,
+    pub cross_mbit: f64,
+    pub measurements: usize,
+    pub completed: usize,
+    pub completion_median_s: Option<f64>,
+    /// |estimate − truth| / truth, medians over completed SLoPS measurements.
+    pub err_adjusted: Option<f64>,
+    pub err_unadjusted: Option<f64>,
+    /// Median delay riders and held packets spent in the payload buffer, µs.
+    pub buffer_delay_p50_us: Option<f64>,
+    pub buffer_delay_p99_us: Option<f64>,
+}
+
+/// The seed's pktrain configurations (seed 002 Table 1): size, probes, gap, train gap.
+fn pk(name: &str) -> Option<(u16, usize, u64, Duration)> {
+    match name {
+        "pk1" => Some((300, 10, 200_000, Duration::from_millis(20))),
+        "pk2" => Some((500, 20, 1_000_000, Duration::from_millis(20))),
+        "pk3" => Some((300, 10, 0, Duration::from_millis(10))),
+        _ => None,
+    }
+}
+
+struct Measured {
+    start_ns: u64,
+    end_ns: u64,
+    adjusted: Option<f64>,
+    unadjusted: Option<f64>,
+    done: bool,
+}
+
+struct ProbeOutcome {
+    probe_bytes: u64,
+    empty_bytes: u64,
+    rider_bytes: u64,
+    padding_bytes: u64,
+    standalone: u64,
+    measurements: Vec<Measured>,
+    delay_us: (Option<f64>, Option<f64>),
+}
+
+/// Probe from snd until `stop`: SLoPS measurements back to back, or fixed trains.
+fn probe_loop(
+    probe: &str,
+    peer: SocketAddr,
+    key: &Key,
+    riders: Option<Arc<RiderSender>>,
+    stop: &AtomicBool,
+    timeout: Duration,
+) -> Result<ProbeOutcome> {
+    let pacer = Arc::new(Pacer::spawn()?);
+    let mark = riders.as_ref().map(|_| mgrp_shim::BYPASS_MARK);
+    let mut s = Session::connect_marked(peer, key, pacer, Duration::from_secs(3), mark)?;
+    if let Some(r) = &riders {
+        s = s.with_riders(r.clone());
+    }
+    let mut out = ProbeOutcome {
+        probe_bytes: 0,
+        empty_bytes: 0,
+        rider_bytes: 0,
+        padding_bytes: 0,
+        standalone: 0,
+        measurements: Vec::new(),
+        delay_us: (None, None),
+    };
+    let header = mgrp_wire::probe::HEADER_LEN as u64;
+    if let Some((size, count, gap, train_gap)) = pk(probe) {
+        let mut spec = TrainSpec::uniform(count, size, gap);
+        for p in &mut spec.probes {
+            p.may_carry = true;
+        }
+        while !stop.load(Ordering::Relaxed) {
+            s.send_train(&spec)?;
+            out.probe_bytes += spec.bytes();
+            out.padding_bytes += spec
+                .probes
+                .iter()
+                .map(|p| p.size as u64 - header)
+                .sum::<u64>();
+            s.expect_next_train(mgrp_clock::now_ns() + train_gap.as_nanos() as u64);
+            std::thread::sleep(train_gap);
+        }
+    } else {
+        let pace = match probe {
+            "pslow" => Pace::Slow,
+            "pfast" => Pace::Fast,
+            other => {
+                return Err(Error::Config(format!(
+                    "unknown probing {other:?}: pslow, pfast, pk1, pk2, pk3"
+                )))
+            }
+        };
+        while !stop.load(Ordering::Relaxed) {
+            let mut est = RiderAware::new(Slops::new(SlopsParams::for_capacity(10e6, pace)));
+            let start_ns = mgrp_clock::now_ns();
+            let mut counted = Counted {
+                inner: &mut est,
+                bytes: 0,
+                padding: 0,
+                riders: 0,
+            };
+            let last = run_estimator(
+                &mut s,
+                &mut counted,
+                Instant::now() + timeout,
+                || stop.load(Ordering::Relaxed),
+                |_| {},
+            );
+            let (b, pad) = (counted.bytes, counted.padding);
+            out.probe_bytes += b;
+            out.padding_bytes += pad;
+            let _ = last?;
+            let done = est.is_done();
+            out.measurements.push(Measured {
+                start_ns,
+                end_ns: mgrp_clock::now_ns(),
+                adjusted: est.estimate().map(|e| e.value_bps),
+                unadjusted: est.uncorrected().map(|e| e.value_bps),
+                done,
+            });
+        }
+    }
+    out.empty_bytes = out.probe_bytes;
+    if let Some(r) = &riders {
+        let c = r.counters();
+        out.empty_bytes = c.empty_bytes;
+        out.rider_bytes = c.rider_bytes;
+        out.standalone = c.standalone_fragments;
+        if let Some(b) = r.buffer_counters() {
+            out.delay_us = (b.delay_quantile_us(0.5), b.delay_quantile_us(0.99));
+        }
+    }
+    Ok(out)
+}
+
+/// Counts the probe bytes and padding of the trains an estimator sends.
+struct Counted<'a, E: Estimator> {
+    inner: &'a mut E,
+    bytes: u64,
+    padding: u64,
+    riders: u64,
+}
+
+impl<E: Estimator> Estimator for Counted<'_, E> {
+    fn poll_train(&mut self, now_ns: u64) -> Option<mgrp_estimate::TrainSpec> {
+        let t = self.inner.poll_train(now_ns)?;
+        self.bytes += t.bytes();
+        self.padding += t
+            .probes
+            .iter()
+            .map(|p| (p.size as u64).saturating_sub(mgrp_wire::probe::HEADER_LEN as u64))
+            .sum::<u64>();
+        Some(t)
+    }
+    fn handle_train(&mut self, now_ns: u64, obs: &mgrp_estimate::TrainResult) {
+        self.riders += obs.competing_bytes();
+        self.inner.handle_train(now_ns, obs)
+    }
+    fn estimate(&self) -> Option<mgrp_estimate::Estimate> {
+        self.inner.estimate()
+    }
+    fn is_done(&self) -> bool {
+        self.inner.is_done()
+    }
+    fn next_wakeup(&self) -> Option<u64> {
+        self.inner.next_wakeup()
+    }
+}
+
+fn run_one(
+    a: &RidersConfig,
+    cross: &str,
+    probe: &str,
+    riders_on: bool,
+    hooks: Hooks,
+) -> Result<Row> {
+    let tb = Testbed::up(
+        TestbedConfig {
+            capacity_bps: 10_000_000,
+            delay: Some(Duration::from_millis(40)),
+            ..Default::default()
+        },
+        DelayMode::Thread,
+    )?;
+    let key = Key::random();
+    let (agent, listen) = agent_at_rcv_with(&tb, &key, riders_on.then(|| "mgrp1".to_string()))?;
+    // Riders first: the source's connection then takes the TUN route from its first packet.
+    let sender = if riders_on {
+        let cfg = RiderConfig {
+            opt_in: vec![OptIn::TcpPort(SOURCE_PORT)],
+            hold: a.hold,
+            ratio: a.ratio,
+            ..RiderConfig::default()
+        };
+        let k = key.clone();
+        Some(Arc::new(
+            spawn_in(&tb.ns(Role::Snd), "riders", move || {
+                RiderSender::start(&cfg, k).map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
+            })?
+            .join()
+            .map_err(|_| Error::Worker("riders thread panicked".into()))??,
+        ))
+    } else {
+        None
+    };
+    let secs = a.step_secs * 6.0;
+    let source = AppFlow::start(
+        &tb,
+        Role::Snd,
+        Role::Rcv,
+        SOURCE_PORT,
+        // 5000-byte writes every 10 ms: 4 Mbit/s that does not adapt.
+        AppPattern::parse("msgs:5000b,every=10ms").map_err(cfg_err)?,
+        Some("cubic".into()),
+        Duration::from_secs_f64(secs + 30.0),
+    )?;
+    std::thread::sleep(Duration::from_secs(1));
+    let sampler = TruthSampler::start(&tb, Duration::from_millis(100))?;
+    let opts = GenOptions {
+        max_duration: Duration::from_secs_f64(secs + 5.0),
+        ..GenOptions::default()
+    };
+    let mut udp_cross = Vec::new();
+    let mut web = Vec::new();
+    match cross {
+        "step" => {
+            let p = CrossPattern::parse(&format!(
+                "step:1,3,5,6,4,2mbit,every={}ms",
+                (a.step_secs * 1000.0) as u64
+            ))
+            .map_err(cfg_err)?;
+            udp_cross.push(CrossTraffic::start(&tb, &p, BASE_PORT, &opts)?);
+        }
+        "web" => {
+            // Two TCP flows of random-size messages (mean 36 kB) at random times, about
+            // 3.8 Mbit/s offered: with the 4 Mbit/s source the path is mostly but not always busy.
+            for i in 0..2u16 {
+                web.push(AppFlow::start(
+                    &tb,
+                    Role::Xsnd,
+                    Role::Xrcv,
+                    BASE_PORT + 100 + i,
+                    AppPattern::parse(&format!("irregular:32kb,every=150ms,seed={}", i + 1))
+                        .map_err(cfg_err)?,
+                    Some("cubic".into()),
+                    Duration::from_secs_f64(secs + 5.0),
+                )?);
+            }
+        }
+        other => {
+            return Err(Error::Config(format!(
+                "unknown cross traffic {other:?}: step, web"
+            )))
+        }
+    }
+    let t0 = mgrp_testbed::clock::now_ns();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (st, k, p, rs, timeout) = (
+        stop.clone(),
+        key.clone(),
+        probe.to_string(),
+        sender.clone(),
+        a.timeout,
+    );
+    let prober = spawn_in(&tb.ns(Role::Snd), "prober", move || {
+        probe_loop(&p, listen, &k, rs, &st, timeout)
+            .map_err(|e| mgrp_testbed::Error::Setup(format!("{e:#}")))
+    })?;
+    // Source throughput in 1 s bins, at the receiver.
+    let mut bins = Vec::new();
+    let mut last = source.received_bytes();
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    while Instant::now() < end && !hooks.stopped() {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = source.received_bytes();
+        bins.push((now - last) as f64 * 8.0);
+        last = now;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let outcome = prober
+        .join()
+        .map_err(|_| Error::Worker("prober panicked".into()))?
+        .map_err(|e| Error::Worker(e.to_string()))?;
+    let t1 = mgrp_testbed::clock::now_ns();
+    for g in udp_cross {
+        g.stop()?;
+    }
+    for w in web {
+        w.stop()?;
+    }
+    source.stop()?;
+    let truth = sampler.stop()?;
+    drop(sender);
+    drop(agent);
+    let whole = truth
+        .window(t0, t1)
+        .ok_or_else(|| Error::Worker("no ground truth".into()))?;
+    let mut errs_adj = Vec::new();
+    let mut errs_raw = Vec::new();
+    let mut durations = Vec::new();
+    for m in outcome.measurements.iter().filter(|m| m.done) {
+        durations.push((m.end_ns - m.start_ns) as f64 / 1e9);
+        // Truth: what the path had left beside cross traffic and the source.
+        if let Some(w) = truth.window(m.start_ns, m.end_ns) {
+            let t = (w.avail_bps - SOURCE_BPS).max(0.05 * 10e6);
+            if std::env::var_os("MGRP_DEBUG").is_some() {
+                hooks.say(&format!(
+                    "measurement {:.1}s: adjusted {:?} unadjusted {:?} truth {t:.0} (A {:.0}, cross {:.0}, fg {:.0})\n",
+                    (m.end_ns - m.start_ns) as f64 / 1e9,
+                    m.adjusted,
+                    m.unadjusted,
+                    w.avail_bps,
+                    w.cross_bps,
+                    w.offered_fg_bps
+                ));
+            }
+            if let Some(v) = m.adjusted {
+                errs_adj.push((v - t).abs() / t);
+            }
+            if let Some(v) = m.unadjusted {
+                errs_raw.push((v - t).abs() / t);
+            }
+        }
+    }
+    let below = bins.iter().filter(|b| **b < 0.95 * SOURCE_BPS).count();
+    Ok(Row {
+        cross: cross.into(),
+        probe: probe.into(),
+        riders: riders_on,
+        secs,
+        probe_only_bytes: outcome.empty_bytes,
+        overhead_bytes: outcome.probe_bytes.saturating_sub(outcome.rider_bytes),
+        probe_bytes: outcome.probe_bytes,
+        rider_bytes: outcome.rider_bytes,
+        padding_filled: outcome.rider_bytes as f64 / outcome.padding_bytes.max(1) as f64,
+        standalone_fragments: outcome.standalone,
+        source_median_mbit: quantile(&bins, 0.5).unwrap_or(0.0) / 1e6,
+        source_below_pct: 100.0 * below as f64 / bins.len().max(1) as f64,
+        cross_mbit: whole.cross_bps / 1e6,
+        measurements: outcome.measurements.len(),
+        completed: durations.len(),
+        completion_median_s: quantile(&durations, 0.5),
+        err_adjusted: quantile(&errs_adj, 0.5),
+        err_unadjusted: quantile(&errs_raw, 0.5),
+        buffer_delay_p50_us: outcome.delay_us.0,
+        buffer_delay_p99_us: outcome.delay_us.1,
+    })
+}
+
+impl RidersConfig {
+    pub fn check(&self) -> Result<()> {
+        crate::ensure(
+            (1.0..=600.0).contains(&self.step_secs),
+            "--step-secs must be 1..=600",
+        )?;
+        crate::ensure((0.0..=1.0).contains(&self.ratio), "--ratio must be 0..=1")
+    }
+}
+
+/// Every cross × probe pair, riders off then on; stops (with the rows so far) when told to.
+pub fn run(a: &RidersConfig, hooks: Hooks) -> Result<Vec<Row>> {
+    a.check()?;
+    let mut rows = Vec::new();
+    let total = a.cross.len() * a.probes.len() * 2;
+    for cross in &a.cross {
+        for probe in &a.probes {
+            for on in [false, true] {
+                if hooks.stopped() {
+                    break;
+                }
+                hooks.say(&format!(
+                    "[{}/{total}] {cross} × {probe}, riders {} ({:.0} s)\n",
+                    rows.len() + 1,
+                    if on { "on" } else { "off" },
+                    a.step_secs * 6.0
+                ));
+                rows.push(run_one(a, cross, probe, on, hooks)?);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+fn cfg_err(e: impl std::fmt::Display) -> Error {
+    Error::Config(e.to_string())
+}
