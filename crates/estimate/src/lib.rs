@@ -18,13 +18,14 @@ pub mod fluid;
 pub mod methods;
 pub mod riders;
 pub mod slops;
-pub mod stats;
 pub mod sweep;
 pub mod trend;
 pub mod wren;
 
 use serde::Serialize;
 
+/// The one quantile, shared with the train results (`mgrp_train::stats`).
+pub use mgrp_train::stats;
 pub use mgrp_train::{
     offsets, wire_bits, ProbeResult, ProbeSpec, TrainResult, TrainRiderStats, TrainSpec,
     WIRE_OVERHEAD,

@@ -154,11 +154,11 @@ impl DelayHistogram {
         (self.count > 0).then(|| self.sum_us as f64 / self.count as f64)
     }
 
-    /// The `q` quantile (0 ≤ q ≤ 1) as `mgrp_estimate::stats` defines it (linear between the
+    /// The `q` quantile (0 ≤ q ≤ 1) as `mgrp_train::stats` defines it (linear between the
     /// two closest ranks), each rank's value interpolated within its bucket; None if empty or
     /// `q` is out of range.
     pub fn quantile_us(&self, q: f64) -> Option<f64> {
-        let (lo, hi, w) = mgrp_estimate::stats::rank(q, usize::try_from(self.count).ok()?)?;
+        let (lo, hi, w) = mgrp_train::stats::rank(q, usize::try_from(self.count).ok()?)?;
         let (a, b) = (self.value_at(lo as u64), self.value_at(hi as u64));
         Some(if lo == hi { a } else { a + (b - a) * w })
     }

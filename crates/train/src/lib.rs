@@ -10,6 +10,7 @@
 
 mod result;
 mod spec;
+pub mod stats;
 mod time;
 
 pub use result::{

@@ -62,11 +62,11 @@ impl Quantiles {
             return None;
         }
         v.sort_by(f64::total_cmp);
-        let q = |p: f64| v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)];
+        let q = |p: f64| crate::stats::quantile_sorted(&v, p);
         Some(Quantiles {
             n: v.len(),
-            median: q(0.5),
-            p99: q(0.99),
+            median: q(0.5)?,
+            p99: q(0.99)?,
             max: *v.last().expect("non-empty"),
         })
     }
