@@ -1,5 +1,9 @@
 //! Two agents in testbed namespaces: trains, authentication, bad input, vanishing peers.
 
+mod common;
+use common::key;
+use common::testbed;
+use common::SERIAL;
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::daemon::{Agent, AgentConfig};
@@ -7,28 +11,10 @@ use mgrp_engine::pacer::Pacer;
 use mgrp_engine::train::{ProbeSpec, TrainResult, TrainSpec};
 use mgrp_engine::Error;
 use mgrp_testbed::netns::spawn_in;
-use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
+use mgrp_testbed::{Role, Testbed};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Pacers pin themselves to the same CPU: tests that time trains must not overlap.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn key() -> Key {
-    Key::from_hex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f").unwrap()
-}
-
-fn testbed() -> Testbed {
-    Testbed::up(
-        TestbedConfig {
-            capacity_bps: 1_000_000_000,
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .expect("testbed (needs root)")
-}
 
 fn agent_in(tb: &Testbed, role: Role, key: Key) -> Agent {
     let listen: SocketAddr = format!("{}:7240", role.addr()).parse().unwrap();

@@ -1,5 +1,7 @@
 //! Estimators driven over real sessions on the testbed, against the bottleneck's ground truth.
 
+mod common;
+use common::SERIAL;
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::daemon::{Agent, AgentConfig};
@@ -14,9 +16,6 @@ use mgrp_testbed::{CrossPattern, DelayMode, Role, Testbed, TestbedConfig, TruthS
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Pacers pin themselves to the same CPU: tests that time trains must not overlap.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn key() -> Key {
     Key::from_hex("0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a090807060504030201000").unwrap()

@@ -3,38 +3,23 @@
 //! full agent. Through all of it a legitimate session still connects and gets its report, and a
 //! client that cannot connect is told why.
 
-use mgrp_engine::auth::Key;
+mod common;
+use common::key;
+use common::testbed;
+use common::SERIAL;
 use mgrp_engine::client::Session;
 use mgrp_engine::daemon::{Agent, AgentConfig, HELLO_TIMEOUT};
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::proto::handshake::{MAX_PRE_AUTH, MAX_PRE_AUTH_PER_ADDR};
 use mgrp_engine::train::TrainSpec;
 use mgrp_testbed::netns::{ip_batch, spawn_in};
-use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
+use mgrp_testbed::{Role, Testbed};
 use mgrp_wire::control::{code, Control};
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Pacers pin themselves to the same CPU: tests that time trains must not overlap.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn key() -> Key {
-    Key::from_hex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f").unwrap()
-}
-
-fn testbed() -> Testbed {
-    Testbed::up(
-        TestbedConfig {
-            capacity_bps: 1_000_000_000,
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .expect("testbed (needs root)")
-}
 
 fn agent_port() -> SocketAddr {
     format!("{}:7240", Role::Rcv.addr()).parse().unwrap()
@@ -133,6 +118,32 @@ fn attack(
     (threads, opened)
 }
 
+/// Legitimate trains from `sessions` sessions while every attacker address runs `behaviour`
+/// (started `warmup` earlier); each must get all 20 probes reported. Returns how many
+/// connections the attack had opened when the trains began, and in all.
+fn under_attack(
+    tb: &Testbed,
+    behaviour: fn(IpAddr, &AtomicBool, &AtomicUsize),
+    warmup: Duration,
+    sessions: usize,
+) -> (usize, usize) {
+    // Enough addresses to fill the pre-auth bound twice over.
+    let addrs = attacker_addrs(tb, (2 * MAX_PRE_AUTH / MAX_PRE_AUTH_PER_ADDR) as u8);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (threads, opened) = attack(tb, &addrs, &stop, behaviour);
+    std::thread::sleep(warmup);
+    let before = opened.load(Ordering::Relaxed);
+    let results = legit_trains(tb, sessions);
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    for r in &results {
+        assert_eq!(r, &Ok(20), "{results:?}");
+    }
+    (before, opened.load(Ordering::Relaxed))
+}
+
 /// Hold twice the per-address bound of idle sockets from `src`, reopening each as the agent
 /// closes it.
 fn hold_idle(src: IpAddr, stop: &AtomicBool, opened: &AtomicUsize) {
@@ -178,21 +189,8 @@ fn idle_strangers_from_many_addresses_cannot_starve_sessions() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tb = testbed();
     let agent = agent_in(&tb, 64);
-    // Enough addresses to fill the pre-auth bound twice over.
-    let addrs = attacker_addrs(&tb, (2 * MAX_PRE_AUTH / MAX_PRE_AUTH_PER_ADDR) as u8);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (threads, opened) = attack(&tb, &addrs, &stop, hold_idle);
-    std::thread::sleep(Duration::from_millis(800));
-    let held = opened.load(Ordering::Relaxed);
+    let (held, _) = under_attack(&tb, hold_idle, Duration::from_millis(800), 3);
     assert!(held >= MAX_PRE_AUTH, "the attack got going: {held}");
-    let results = legit_trains(&tb, 3);
-    stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        t.join().unwrap();
-    }
-    for r in &results {
-        assert_eq!(r, &Ok(20), "{results:?}");
-    }
     let c = agent.counters();
     assert_eq!(c.sessions_opened, 3, "{c:?}");
     assert!(c.pre_auth_refused > 0, "per-address bound hit: {c:?}");
@@ -279,20 +277,9 @@ fn oversized_first_frames_are_cut_at_their_header_and_sessions_go_on() {
         cut.1
     );
 
-    let addrs = attacker_addrs(&tb, (2 * MAX_PRE_AUTH / MAX_PRE_AUTH_PER_ADDR) as u8);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (threads, opened) = attack(&tb, &addrs, &stop, oversized);
-    std::thread::sleep(Duration::from_millis(500));
-    let results = legit_trains(&tb, 3);
-    stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        t.join().unwrap();
-    }
-    for r in &results {
-        assert_eq!(r, &Ok(20), "{results:?}");
-    }
+    let (_, n) = under_attack(&tb, oversized, Duration::from_millis(500), 3);
     let c = agent.counters();
-    let n = opened.load(Ordering::Relaxed) as u64;
+    let n = n as u64;
     assert!(n > 2 * MAX_PRE_AUTH as u64, "the attack got going: {n}");
     assert_eq!(c.sessions_opened, 3, "{c:?}");
     // Every oversized hello ended its connection (some may be evicted or refused first).

@@ -2,6 +2,9 @@
 //! arrives intact under loss; forged, replayed and misaddressed riders are dropped and counted;
 //! reassembly stays bounded under a flood of first fragments; without a train pending, traffic is not delayed.
 
+mod common;
+use common::key;
+use common::SERIAL;
 use mgrp_engine::auth::{Key, RiderTagInput};
 use mgrp_engine::client::Session;
 use mgrp_engine::daemon::{Agent, AgentConfig};
@@ -19,13 +22,6 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Pacers pin themselves to the same CPU: tests that time trains must not overlap.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn key() -> Key {
-    Key::from_hex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f").unwrap()
-}
 
 fn listen() -> SocketAddr {
     format!("{}:7240", Role::Rcv.addr()).parse().unwrap()

@@ -39,6 +39,11 @@ pub enum ConfigError {
     Bad { path: String, why: String },
 }
 
+/// What is wrong with a configuration's text (the entry and why).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PathSchedule {
     pub peer: SocketAddr,
@@ -190,13 +195,17 @@ impl ServiceConfig {
             path: path.display().to_string(),
             why: e.to_string(),
         })?;
-        Self::parse(&text).map_err(|why| ConfigError::Bad {
+        Self::parse(&text).map_err(|Invalid(why)| ConfigError::Bad {
             path: path.display().to_string(),
             why,
         })
     }
 
-    pub fn parse(text: &str) -> Result<ServiceConfig, String> {
+    pub fn parse(text: &str) -> Result<ServiceConfig, Invalid> {
+        Self::parse_text(text).map_err(Invalid)
+    }
+
+    fn parse_text(text: &str) -> Result<ServiceConfig, String> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         let mut c = ServiceConfig::default();
         if let Some(s) = raw.store {
@@ -296,7 +305,7 @@ impl ServiceConfig {
                 .iter()
                 .map(|o| mgrp_shim::route::OptIn::parse(o))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(at)?;
+                .map_err(|e| at(e.to_string()))?;
             let hold = parse_duration(r.hold.as_deref().unwrap_or("10ms"))
                 .map_err(|e| at(format!("hold: {e}")))?;
             if hold > Duration::from_secs(1) {
@@ -437,7 +446,7 @@ mod tests {
             ),
         ] {
             let e = ServiceConfig::parse(text).unwrap_err();
-            assert!(e.contains(why), "{text:?}: {e}");
+            assert!(e.0.contains(why), "{text:?}: {e}");
         }
     }
 }

@@ -29,8 +29,19 @@ fn counter(reg: &mut Registry, name: &str, help: &str) -> FCounter {
     f
 }
 
+/// Why the exposition text could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("the store's lock is poisoned")]
+    Poisoned,
+    #[error("reading the store: {0}")]
+    Store(#[from] mgrp_store::Error),
+    #[error("encoding the metrics: {0}")]
+    Encode(#[from] std::fmt::Error),
+}
+
 /// The exposition text, or why it could not be made.
-pub fn render(hub: &Hub, now_ns: u64) -> Result<String, String> {
+pub fn render(hub: &Hub, now_ns: u64) -> Result<String, RenderError> {
     let mut reg = Registry::with_prefix("mgrp");
     let value = gauge(
         &mut reg,
@@ -68,13 +79,10 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, String> {
         "Method and source of the newest estimate (value 1)",
     );
     let latest: Vec<Record> = {
-        let s = hub
-            .store
-            .lock()
-            .map_err(|_| "the store's lock is poisoned")?;
+        let s = hub.store.lock().map_err(|_| RenderError::Poisoned)?;
         let mut v = Vec::new();
-        for (path, metric) in s.series().map_err(|e| e.to_string())? {
-            if let Some(r) = s.latest(&path, &metric).map_err(|e| e.to_string())? {
+        for (path, metric) in s.series()? {
+            if let Some(r) = s.latest(&path, &metric)? {
                 v.push(r);
             }
         }
@@ -149,6 +157,6 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, String> {
         }
     }
     let mut out = String::new();
-    encode(&mut out, &reg).map_err(|e| e.to_string())?;
+    encode(&mut out, &reg)?;
     Ok(out)
 }

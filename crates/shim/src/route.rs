@@ -13,6 +13,32 @@
 use crate::{Error, BYPASS_MARK, TABLE};
 use std::process::Command;
 
+/// An opt-in that did not parse: the input and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{input:?}: {why}")]
+pub struct OptInError {
+    pub input: String,
+    pub why: OptInProblem,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptInProblem {
+    #[error("expected to:PREFIX, tcp:PORT, udp:PORT or mark:N")]
+    NoKind,
+    #[error("port must be 1..=65535")]
+    BadPort,
+    #[error("not an IPv4 address")]
+    NotIpv4,
+    #[error("prefix length must be 0..=32")]
+    BadPrefixLen,
+    #[error("mark must be a 32-bit number")]
+    BadMark,
+    #[error("mark 0 and {BYPASS_MARK:#x} are reserved")]
+    ReservedMark,
+    #[error("unknown opt-in kind {0:?}")]
+    UnknownKind(String),
+}
+
 /// Which of the host's traffic rides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OptIn {
@@ -28,25 +54,27 @@ pub enum OptIn {
 
 impl OptIn {
     /// `to:PREFIX`, `tcp:PORT`, `udp:PORT`, `mark:N` (decimal or 0x hex).
-    pub fn parse(s: &str) -> Result<OptIn, String> {
-        let (kind, v) = s
-            .split_once(':')
-            .ok_or_else(|| format!("{s:?}: expected to:PREFIX, tcp:PORT, udp:PORT or mark:N"))?;
+    pub fn parse(s: &str) -> Result<OptIn, OptInError> {
+        let err = |why| OptInError {
+            input: s.into(),
+            why,
+        };
+        let (kind, v) = s.split_once(':').ok_or(err(OptInProblem::NoKind))?;
         let port = |v: &str| {
             v.parse::<u16>()
                 .ok()
                 .filter(|p| *p > 0)
-                .ok_or_else(|| format!("{s:?}: port must be 1..=65535"))
+                .ok_or(err(OptInProblem::BadPort))
         };
         match kind {
             "to" => {
                 let (addr, len) = v.split_once('/').unwrap_or((v, "32"));
                 addr.parse::<std::net::Ipv4Addr>()
-                    .map_err(|_| format!("{s:?}: not an IPv4 address"))?;
+                    .map_err(|_| err(OptInProblem::NotIpv4))?;
                 len.parse::<u8>()
                     .ok()
                     .filter(|l| *l <= 32)
-                    .ok_or_else(|| format!("{s:?}: prefix length must be 0..=32"))?;
+                    .ok_or(err(OptInProblem::BadPrefixLen))?;
                 Ok(OptIn::To(v.into()))
             }
             "tcp" => Ok(OptIn::TcpPort(port(v)?)),
@@ -56,13 +84,13 @@ impl OptIn {
                     Some(h) => u32::from_str_radix(h, 16),
                     None => v.parse(),
                 }
-                .map_err(|_| format!("{s:?}: mark must be a 32-bit number"))?;
+                .map_err(|_| err(OptInProblem::BadMark))?;
                 if m == 0 || m == BYPASS_MARK {
-                    return Err(format!("{s:?}: mark 0 and {BYPASS_MARK:#x} are reserved"));
+                    return Err(err(OptInProblem::ReservedMark));
                 }
                 Ok(OptIn::Mark(m))
             }
-            _ => Err(format!("{s:?}: unknown opt-in kind {kind:?}")),
+            _ => Err(err(OptInProblem::UnknownKind(kind.into()))),
         }
     }
 

@@ -25,30 +25,30 @@ fn measured_capacity_is_what_a_saturating_flow_gets() {
             udp / 1e6,
             tcp / 1e6
         );
-        // Each flow against the floods on either side of it, plus half of what those two floods
-        // disagree by (the shaper's real rate moves with the machine's load). Bounds from 10 runs
-        // of `mgrp bench capacity` (HTB and TBF, docs/results/capacity.md), flow / floods:
-        // - UDP: 0.996-1.001 at 20 Mbit/s: the 1%. 0.984-1.023 at 100 and 0.989-1.008
-        //   at 200 Mbit/s, where the shaper's rate wanders more from one second to the next:
-        //   2.5% and 1.5% there.
-        // - TCP: 0.997-1.002 at 20 Mbit/s: 1%. At 100 and 200 Mbit/s four flows' own CPU work
-        //   (ACKs, no offloads) slows this VM's shaper and they are CPU-bound (0.89-1.005): they
-        //   say nothing about the link there and are not held to it.
-        let udp_bound = match mbit as u32 {
-            20 => 0.01,
-            100 => 0.025,
-            _ => 0.015,
-        };
-        let mut checks = vec![("UDP", udp, m0, m1, udp_bound)];
+        // Each flow must lie within the range of the floods measured around it, widened by a
+        // margin: the shaper's real rate moves with the machine's load, and the floods show by
+        // how much. Margins from 10 runs of `mgrp bench capacity` on a quiet host (HTB and TBF,
+        // docs/results/capacity.md; flow / floods 0.996-1.001 at 20, 0.984-1.023 at 100,
+        // 0.989-1.008 at 200 Mbit/s) and from 6 runs of this test while the host had CPU steal
+        // (2026-11-23: the 20 Mbit/s HTB drained 16.3-19.3 Mbit/s within one run; flows fell up
+        // to 4.1% below the lowest flood and 2.0% above the highest; at 100 Mbit/s 1.0% below):
+        // 5% at 20, 3% at 100 and 200 Mbit/s. A flood that read the configured rate where flows
+        // get less (the bug this guards against) is outside that on such a host.
+        // TCP: at 100 and 200 Mbit/s four flows' own CPU work (ACKs, no offloads) slows this
+        // VM's shaper and they are CPU-bound (0.89-1.005): they say nothing about the link there
+        // and are not held to it.
+        let margin = if mbit <= 20.0 { 0.05 } else { 0.03 };
+        let mut checks = vec![("UDP", udp)];
         if mbit <= 20.0 {
-            checks.push(("TCP", tcp, m1, m2, 0.01));
+            checks.push(("TCP", tcp));
         }
-        for (what, flow, a, b, bound) in checks {
-            let mid = (a + b) / 2.0;
-            let tol = bound + (a - b).abs() / 2.0 / mid;
+        let floods = [m0, m1, m2];
+        let lo = floods.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = floods.iter().copied().fold(0.0, f64::max);
+        for (what, flow) in checks {
             assert!(
-                rel_err(flow, mid) <= tol,
-                "{mbit} Mbit/s {what} flow {flow} vs floods {a} {b} (tolerance {tol})"
+                flow >= lo * (1.0 - margin) && flow <= hi * (1.0 + margin),
+                "{mbit} Mbit/s {what} flow {flow} outside the floods {floods:?} by more than {margin}"
             );
         }
     }

@@ -778,7 +778,7 @@ impl WebModel {
     pub const DEFAULT_SHAPE: f64 = 1.2;
 
     /// Refuse what cannot work; the message names the entry.
-    pub fn validate(&self, max_flows: u32) -> Result<(), String> {
+    pub(crate) fn validate(&self, max_flows: u32) -> Result<(), String> {
         if !(self.shape > 1.0 && self.shape <= 10.0) {
             return Err(format!(
                 "shape={}: must be above 1 (at or below it the mean is infinite) and at most 10",
