@@ -116,11 +116,15 @@ fn available_under_smooth_cbr_matches_ground_truth() {
     let (c, a, t0, t1) = measure(&tb);
     cross.stop().unwrap();
     let truth = sampler.stop().unwrap().window(t0, t1).unwrap();
-    let m = tb.capacity().bps();
-    // Cross traffic squeezes into some trains: 5% of the measured capacity.
+    // Floods before and after: a host that steals CPU slows the shaper for a second or two,
+    // and one flood can then read 5-6% low where the trains saw the full rate (18.8 vs 20.0
+    // in a run on 2026-11-23, the next flood 19.9). The estimate must lie within the range
+    // the floods span; cross traffic squeezes into some trains: 5% beyond it.
+    let (m0, m1) = (tb.capacity().bps(), tb.measure_capacity().unwrap().bps());
+    let m = m0.max(m1);
     assert!(
-        (c.value_bps / m - 1.0).abs() < 0.05,
-        "capacity under load: {c:?} vs measured {m}"
+        c.value_bps >= 0.95 * m0.min(m1) && c.value_bps <= 1.05 * m,
+        "capacity under load: {c:?} vs measured {m0} / {m1}"
     );
     // Truth counts the probes' own bytes as measured flow, not cross: A = C_measured − cross.
     let slack = 0.05 * m;
