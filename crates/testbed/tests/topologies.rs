@@ -322,10 +322,14 @@ fn per_link_truth(topology: &str) {
             cap.bps() / 1e6,
             cap.deviation() * 100.0
         );
-        // The VM's shaper drains a little less than told (main's capacity work saw −3.8% at
-        // 100 Mbit/s); more than 10% off would mean a broken link, not a late timer.
+        // The VM's shaper drains less than told, never more: −3.8% at 100 Mbit/s on a quiet
+        // host, and during bursts of CPU steal (2026-11-23) −16% on chain3's 50 Mbit/s link
+        // and −18.5% on a 20 Mbit/s one. Above the configured rate (2%: the flood's own
+        // reading error) or more than 25% below it would mean a broken link, not a late timer.
+        // The truth below is built on the measured rate either way.
+        let dev = cap.deviation();
         assert!(
-            cap.deviation().abs() < 0.10,
+            (-0.25..0.02).contains(&dev),
             "{topology} {}: {cap:?}",
             c.label
         );
