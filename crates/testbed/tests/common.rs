@@ -42,3 +42,16 @@ pub fn run_pattern(tb: &Testbed, pattern: &str, secs: f64, trim: f64) -> Bin {
 pub fn rel_err(got: f64, want: f64) -> f64 {
     (got - want).abs() / want
 }
+
+/// The lowest and highest of the capacity measured at `up` and a flood now. While the host
+/// steals CPU the shaper drains a few per cent less for seconds, so a saturating run is held to
+/// the range of floods around it rather than to one flood taken earlier.
+pub fn flood_range(tb: &Testbed) -> (f64, f64) {
+    let (up, now) = (tb.capacity().bps(), tb.measure_capacity().unwrap().bps());
+    (up.min(now), up.max(now))
+}
+
+/// `got` lies within `tol` (a share) of `[lo, hi]`.
+pub fn within(got: f64, (lo, hi): (f64, f64), tol: f64) -> bool {
+    got >= lo * (1.0 - tol) && got <= hi * (1.0 + tol)
+}

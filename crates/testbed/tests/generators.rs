@@ -65,9 +65,14 @@ fn tcp_bulk_fills_the_bottleneck() {
     let b = run_pattern(&tb, "tcp:2", 3.0, 1.0);
     // Greedy TCP takes what the shaper was measured to drain: within 2% (two flows with a 100p
     // buffer keep it busy; a saturating flow got 99.5-100% of the flood's reading at 20 Mbit/s
-    // in `mgrp bench capacity`, the rest is the window's edges).
-    assert!(rel_err(b.cross_bps, c) < 0.02, "tcp measured {b:?} vs {c}");
-    assert!(b.avail_bps < 0.02 * c, "{b:?}");
+    // in `mgrp bench capacity`, the rest is the window's edges), held to the range of floods
+    // before and after the run (the host's CPU steal moves the shaper's rate for seconds).
+    let (lo, hi) = flood_range(&tb);
+    assert!(
+        within(b.cross_bps, (lo, hi), 0.02),
+        "tcp measured {b:?} vs floods {lo}..{hi}"
+    );
+    assert!(b.avail_bps < (hi - lo) + 0.02 * c, "{b:?}");
 }
 
 #[test]
@@ -75,8 +80,13 @@ fn tcp_with_named_congestion_control() {
     let tb = testbed(20.0);
     let c = tb.capacity().bps();
     let b = run_pattern(&tb, "tcp:1,cc=cubic", 2.5, 1.0);
-    // One flow may still be leaving its slow start's loss recovery in the window: 5%.
-    assert!(rel_err(b.cross_bps, c) < 0.05, "tcp/cubic measured {b:?}");
+    // One flow may still be leaving its slow start's loss recovery in the window: 5% of the
+    // range of floods around the run.
+    let (lo, hi) = flood_range(&tb);
+    assert!(
+        within(b.cross_bps, (lo, hi), 0.05),
+        "tcp/cubic measured {b:?} vs {c}"
+    );
 }
 
 #[test]

@@ -23,15 +23,23 @@ fn overload_gives_zero_available_and_counts_drops() {
     let tb = testbed(20.0);
     let c = tb.capacity().bps();
     let b = run_pattern(&tb, "cbr:30mbit", 3.0, 0.5);
-    // Saturated, the shaper's output is the capacity measured at `up`: within 1% (the flood and
-    // a run's drain agreed within 0.6% at 20 Mbit/s over repeated runs, `mgrp bench capacity`).
-    assert!(rel_err(b.cross_bps, c) < 0.01, "{b:?} vs measured {c}");
-    assert!(b.avail_bps < 0.02 * c, "{b:?}");
-    // What is offered beyond the capacity has to go.
-    let dropped_bps = b.drops * 1514.0 * 8.0 / (b.end_s - b.start_s);
+    // Saturated, the shaper's output is its capacity. The flood at `up` and a run's drain agreed
+    // within 0.6% at 20 Mbit/s over repeated runs (`mgrp bench capacity`), but while the host
+    // steals CPU the shaper drains up to 2% less for seconds (a CI run: 19.65 vs 19.99 Mbit/s).
+    // So the run is held within 1% of the range of floods before and after it.
+    let (lo, hi) = flood_range(&tb);
     assert!(
-        rel_err(dropped_bps, 30e6 - c) < 0.05,
-        "drops {} -> {dropped_bps} bit/s; {b:?}",
+        within(b.cross_bps, (lo, hi), 0.01),
+        "{b:?} vs floods {lo}..{hi}"
+    );
+    // Nothing is available beyond what the floods disagree on.
+    assert!(b.avail_bps < (hi - lo) + 0.02 * c, "{b:?}");
+    // What is offered beyond what drains has to go: offered − sent, counted as drops.
+    let dropped_bps = b.drops * 1514.0 * 8.0 / (b.end_s - b.start_s);
+    let expected = b.offered_cross_bps - b.cross_bps;
+    assert!(
+        rel_err(dropped_bps, expected) < 0.05,
+        "drops {} -> {dropped_bps} bit/s, expected {expected}; {b:?}",
         b.drops
     );
     assert!(b.backlog_bytes > 100_000, "queue should be full: {b:?}");
