@@ -1,0 +1,457 @@
+// SPDX-License-Identifier: GPL-2.0
+/* mgrp's transfer modes as TCP congestion controls (struct_ops):
+ *   mgrp_bg      Reno whose cwnd is capped at g·RTT·A/M (seed 001 §5.1, background);
+ *   mgrp_fs      Reno whose congestion avoidance grows by max(1, h(1 − cwnd/V)) per RTT,
+ *                V = A·RTT/M (seed 001 §5.2, full-speed);
+ *   mgrp_ledbat  a LEDBAT baseline (RFC 6817, delay from the RTT above its minimum).
+ * A comes from the `paths` map, keyed by destination, filled by the agent. With no fresh entry
+ * both modes behave as Reno and count the ack in `acks_no_estimate`. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#define MGRP_INLINE static __always_inline
+#include "rules.h"
+#include "maps.h"
+
+char _license[] SEC("license") = "GPL";
+
+#define AF_INET 2
+#define AF_INET6 10
+#define SOL_TCP 6
+#define TCP_CONGESTION 13
+#define TCP_CA_NAME_MAX 16
+#define TCP_CA_Loss 4
+
+/* The Reno pieces the kernel exports to BPF congestion controls. */
+extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
+extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
+extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
+extern __u32 tcp_slow_start(struct tcp_sock *tp, __u32 acked) __ksym;
+extern void tcp_cong_avoid_ai(struct tcp_sock *tp, __u32 w, __u32 acked) __ksym;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct mgrp_path_key);
+	__type(value, struct mgrp_path);
+} paths SEC(".maps");
+
+/* Bytes acked by background flows per destination: the agent adds their rate back to the
+ * path's measured A (their own traffic is not cross traffic). LRU: a stranger's flows to many
+ * destinations cannot fill it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct mgrp_path_key);
+	__type(value, __u64);
+} bg_acked SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MGRP_MODES);
+	__type(key, __u32);
+	__type(value, struct mgrp_mode_stats);
+} stats SEC(".maps");
+
+/* Per-socket state in the congestion control's private area (fixed offsets only: the
+ * verifier refuses computed offsets into a socket). */
+struct mgrp_ca {
+	__u64 last_ack_ns;
+	__u32 limited;		/* the last ack was held at the cap */
+};
+
+/* LEDBAT's per-socket history, in socket storage where arrays may be indexed. */
+struct ledbat {
+	__u32 base_minute;
+	__u32 base[16];		/* minimum RTT per minute, the last 10 minutes in [0, 10) */
+	__u32 cur[4];		/* the last 4 RTT samples */
+	__u32 cur_i;
+	__u32 credit_milli;	/* accumulated growth, thousandths of a packet */
+	__u32 debit_milli;	/* accumulated reduction */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ledbat);
+} ledbat_state SEC(".maps");
+
+static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline struct mgrp_ca *ca_of(struct sock *sk)
+{
+	return (void *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
+}
+
+static __always_inline struct mgrp_mode_stats *stats_of(__u32 mode)
+{
+	return bpf_map_lookup_elem(&stats, &mode);
+}
+
+static __always_inline void key_of(struct sock *sk, struct mgrp_path_key *k)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	if (sk->__sk_common.skc_family == AF_INET) {
+		__u32 a = sk->__sk_common.skc_daddr;
+		k->addr[10] = 0xff;
+		k->addr[11] = 0xff;
+		__builtin_memcpy(&k->addr[12], &a, 4);
+	} else {
+		__builtin_memcpy(k->addr, &sk->__sk_common.skc_v6_daddr, 16);
+	}
+}
+
+/* The path's entry when it is fresh, else NULL. */
+static __always_inline struct mgrp_path *fresh_path(struct sock *sk, __u64 now)
+{
+	struct mgrp_path_key k;
+	struct mgrp_path *p;
+
+	key_of(sk, &k);
+	p = bpf_map_lookup_elem(&paths, &k);
+	if (!p || p->avail_bps == 0 || now < p->updated_ns || now - p->updated_ns > p->max_age_ns)
+		return NULL;
+	return p;
+}
+
+static __always_inline __u32 srtt_us(struct tcp_sock *tp)
+{
+	return tp->srtt_us >> 3;
+}
+
+static __always_inline int cwnd_limited(struct tcp_sock *tp)
+{
+	/* As the kernel's tcp_is_cwnd_limited(): in slow start, grow while the window is less than
+	 * twice what was in flight. */
+	if (tp->snd_cwnd < tp->snd_ssthresh)
+		return tp->snd_cwnd < 2 * tp->max_packets_out;
+	return tp->is_cwnd_limited;
+}
+
+static __always_inline void count_ack(__u32 mode, struct sock *sk, __u32 acked, int no_estimate)
+{
+	struct mgrp_mode_stats *s = stats_of(mode);
+	if (!s)
+		return;
+	__sync_fetch_and_add(&s->acks, 1);
+	__sync_fetch_and_add(&s->acked_bytes, (__u64)acked * tcp_sk(sk)->mss_cache);
+	if (no_estimate)
+		__sync_fetch_and_add(&s->acks_no_estimate, 1);
+}
+
+static __always_inline void count_open(__u32 mode, struct sock *sk)
+{
+	struct mgrp_mode_stats *s = stats_of(mode);
+	__builtin_memset(ca_of(sk), 0, sizeof(struct mgrp_ca));
+	if (s)
+		__sync_fetch_and_add(&s->flows_opened, 1);
+}
+
+static __always_inline void count_close(__u32 mode)
+{
+	struct mgrp_mode_stats *s = stats_of(mode);
+	if (s)
+		__sync_fetch_and_add(&s->flows_closed, 1);
+}
+
+static __always_inline __u32 count_loss(__u32 mode, struct sock *sk)
+{
+	struct mgrp_mode_stats *s = stats_of(mode);
+	if (s)
+		__sync_fetch_and_add(&s->losses, 1);
+	return tcp_reno_ssthresh(sk);
+}
+
+/* ---- background ---- */
+
+SEC("struct_ops")
+void BPF_PROG(mgrp_bg_init, struct sock *sk)
+{
+	count_open(MGRP_MODE_BG, sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mgrp_bg_release, struct sock *sk)
+{
+	count_close(MGRP_MODE_BG);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mgrp_bg_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct mgrp_ca *ca = ca_of(sk);
+	__u64 now = bpf_ktime_get_ns();
+	struct mgrp_path *p = fresh_path(sk, now);
+	struct mgrp_mode_stats *s = stats_of(MGRP_MODE_BG);
+	struct mgrp_path_key k;
+	__u64 *bytes, add = (__u64)acked * tp->mss_cache;
+	__u32 cap;
+
+	key_of(sk, &k);
+	bytes = bpf_map_lookup_elem(&bg_acked, &k);
+	if (bytes) {
+		__sync_fetch_and_add(bytes, add);
+	} else {
+		bpf_map_update_elem(&bg_acked, &k, &add, BPF_NOEXIST);
+	}
+	count_ack(MGRP_MODE_BG, sk, acked, !p);
+
+	tcp_reno_cong_avoid(sk, ack, acked);
+	if (!p) {
+		ca->limited = 0;
+		ca->last_ack_ns = now;
+		return;
+	}
+	cap = mgrp_bg_max_cwnd(p->avail_bps, srtt_us(tp), tp->mss_cache, p->g_milli,
+			       p->threshold_pkts, p->floor_pkts);
+	if (cap && tp->snd_cwnd >= cap) {
+		tp->snd_cwnd = cap;
+		if (s) {
+			__sync_fetch_and_add(&s->acks_limited, 1);
+			if (ca->limited && ca->last_ack_ns && now > ca->last_ack_ns)
+				__sync_fetch_and_add(&s->limited_ns, now - ca->last_ack_ns);
+		}
+		ca->limited = 1;
+	} else {
+		ca->limited = 0;
+	}
+	ca->last_ack_ns = now;
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(mgrp_bg_ssthresh, struct sock *sk)
+{
+	return count_loss(MGRP_MODE_BG, sk);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(mgrp_undo_cwnd, struct sock *sk)
+{
+	return tcp_reno_undo_cwnd(sk);
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops mgrp_bg = {
+	.init = (void *)mgrp_bg_init,
+	.release = (void *)mgrp_bg_release,
+	.ssthresh = (void *)mgrp_bg_ssthresh,
+	.cong_avoid = (void *)mgrp_bg_cong_avoid,
+	.undo_cwnd = (void *)mgrp_undo_cwnd,
+	.name = "mgrp_bg",
+};
+
+/* ---- full-speed ---- */
+
+SEC("struct_ops")
+void BPF_PROG(mgrp_fs_init, struct sock *sk)
+{
+	count_open(MGRP_MODE_FS, sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mgrp_fs_release, struct sock *sk)
+{
+	count_close(MGRP_MODE_FS);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mgrp_fs_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct mgrp_path *p = fresh_path(sk, bpf_ktime_get_ns());
+	__u32 target = 0, inc;
+
+	count_ack(MGRP_MODE_FS, sk, acked, !p);
+	if (!cwnd_limited(tp))
+		return;
+	/* Slow start is kept (seed: only congestion avoidance changes). */
+	if (tp->snd_cwnd < tp->snd_ssthresh) {
+		acked = tcp_slow_start(tp, acked);
+		if (!acked)
+			return;
+	}
+	if (p)
+		target = mgrp_fs_target(p->avail_bps, srtt_us(tp), tp->mss_cache);
+	inc = mgrp_fs_increase(tp->snd_cwnd, target, p ? p->h : 1);
+	tcp_cong_avoid_ai(tp, mgrp_ai_window(tp->snd_cwnd, inc), acked);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(mgrp_fs_ssthresh, struct sock *sk)
+{
+	return count_loss(MGRP_MODE_FS, sk);
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops mgrp_fs = {
+	.init = (void *)mgrp_fs_init,
+	.release = (void *)mgrp_fs_release,
+	.ssthresh = (void *)mgrp_fs_ssthresh,
+	.cong_avoid = (void *)mgrp_fs_cong_avoid,
+	.undo_cwnd = (void *)mgrp_undo_cwnd,
+	.name = "mgrp_fs",
+};
+
+/* ---- LEDBAT baseline (RFC 6817, with the RTT standing in for one-way delay) ---- */
+
+#define LEDBAT_TARGET_US 100000
+#define LEDBAT_MIN_CWND 2
+
+SEC("struct_ops")
+void BPF_PROG(mgrp_ledbat_init, struct sock *sk)
+{
+	count_open(MGRP_MODE_LEDBAT, sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mgrp_ledbat_release, struct sock *sk)
+{
+	count_close(MGRP_MODE_LEDBAT);
+}
+
+/* Base delay: the minimum per minute over the last 10 minutes (RFC 6817 BASE_HISTORY = 10);
+ * current delay: the minimum of the last 4 samples (CURRENT_FILTER = 4). */
+SEC("struct_ops")
+void BPF_PROG(mgrp_ledbat_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	struct ledbat *lb = bpf_sk_storage_get(&ledbat_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	__s32 rtt = sample->rtt_us;
+	__u32 minute, i;
+
+	if (!lb || rtt <= 0)
+		return;
+	minute = (__u32)(bpf_ktime_get_ns() / 60000000000ULL);
+	i = minute % 10;
+	/* A mask the compiler cannot drop bounds the index for the verifier (base has 16 slots,
+	 * 10 of them used). */
+	barrier_var(i);
+	i &= 15;
+	if (minute != lb->base_minute || lb->base[i] == 0) {
+		lb->base_minute = minute;
+		lb->base[i] = rtt;
+	} else if ((__u32)rtt < lb->base[i]) {
+		lb->base[i] = rtt;
+	}
+	i = lb->cur_i & 3;
+	lb->cur[i] = rtt;
+	lb->cur_i = (i + 1) & 3;
+}
+
+static __always_inline __u32 min_nonzero(__u32 *v, int n)
+{
+	__u32 m = 0xffffffff;
+	for (int i = 0; i < n; i++)
+		if (v[i] && v[i] < m)
+			m = v[i];
+	return m;
+}
+
+SEC("struct_ops")
+void BPF_PROG(mgrp_ledbat_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ledbat *ca = bpf_sk_storage_get(&ledbat_state, sk, 0, 0);
+	__u32 base, cur, qdelay, cwnd_milli, steps;
+	__s64 off;
+
+	count_ack(MGRP_MODE_LEDBAT, sk, acked, !ca);
+	if (!cwnd_limited(tp))
+		return;
+	base = ca ? min_nonzero(ca->base, 10) : 0xffffffff;
+	cur = ca ? min_nonzero(ca->cur, 4) : 0xffffffff;
+	if (!ca || base == 0xffffffff || cur == 0xffffffff) {
+		tcp_reno_cong_avoid(sk, ack, acked);
+		return;
+	}
+	qdelay = cur > base ? cur - base : 0;
+	/* Slow start only while the queue it builds stays under half the target. */
+	if (tp->snd_cwnd < tp->snd_ssthresh) {
+		if (qdelay < LEDBAT_TARGET_US / 2) {
+			tcp_slow_start(tp, acked);
+			return;
+		}
+		tp->snd_ssthresh = tp->snd_cwnd;
+	}
+	/* cwnd += GAIN·off_target·acked/cwnd with GAIN = 1, in thousandths of a packet. */
+	off = mgrp_ledbat_off_target_milli(qdelay, LEDBAT_TARGET_US);
+	cwnd_milli = tp->snd_cwnd * 1000;
+	if (off >= 0)
+		ca->credit_milli += (__u32)off * acked;
+	else
+		ca->debit_milli += (__u32)(-off) * acked;
+	if (ca->credit_milli >= cwnd_milli) {
+		steps = ca->credit_milli / cwnd_milli;
+		ca->credit_milli -= steps * cwnd_milli;
+		tp->snd_cwnd += steps;
+	}
+	if (ca->debit_milli >= cwnd_milli) {
+		steps = ca->debit_milli / cwnd_milli;
+		ca->debit_milli -= steps * cwnd_milli;
+		tp->snd_cwnd = tp->snd_cwnd > steps + LEDBAT_MIN_CWND ? tp->snd_cwnd - steps
+								 : LEDBAT_MIN_CWND;
+	}
+	/* RFC 6817: cwnd ≤ flightsize + ALLOWED_INCREASE (1 packet). */
+	if (tp->snd_cwnd > tp->packets_out + 1 && tp->packets_out > 0)
+		tp->snd_cwnd = tp->packets_out + 1 > LEDBAT_MIN_CWND ? tp->packets_out + 1
+								   : LEDBAT_MIN_CWND;
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(mgrp_ledbat_ssthresh, struct sock *sk)
+{
+	return count_loss(MGRP_MODE_LEDBAT, sk);
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops mgrp_ledbat = {
+	.init = (void *)mgrp_ledbat_init,
+	.release = (void *)mgrp_ledbat_release,
+	.ssthresh = (void *)mgrp_ledbat_ssthresh,
+	.cong_avoid = (void *)mgrp_ledbat_cong_avoid,
+	.pkts_acked = (void *)mgrp_ledbat_pkts_acked,
+	.undo_cwnd = (void *)mgrp_undo_cwnd,
+	.name = "mgrp_ledbat",
+};
+
+/* ---- unloading: move every socket on one of ours to `fallback_cc` ---- */
+
+/* The only variable in .data: the loader writes the name at offset 0 before loading. */
+char fallback_cc[TCP_CA_NAME_MAX] = "cubic";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} reset_moved SEC(".maps");
+
+SEC("iter/tcp")
+int mgrp_reset(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	char cur[TCP_CA_NAME_MAX];
+	struct tcp_sock *tp;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0;
+	if (bpf_getsockopt(tp, SOL_TCP, TCP_CONGESTION, cur, sizeof(cur)))
+		return 0;
+	if (cur[0] != 'm' || cur[1] != 'g' || cur[2] != 'r' || cur[3] != 'p' || cur[4] != '_')
+		return 0;
+	if (!bpf_setsockopt(tp, SOL_TCP, TCP_CONGESTION, fallback_cc, sizeof(fallback_cc))) {
+		__u32 zero = 0;
+		__u64 *n = bpf_map_lookup_elem(&reset_moved, &zero);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+	}
+	return 0;
+}

@@ -1,0 +1,91 @@
+/* The transfer modes' rules as pure integer functions: compiled into the BPF congestion controls
+ * and, unchanged, into a host library that the Rust tests check against the seed's formulas
+ * (seed 001 §5, ../shared/notes/seed-001.md §4). No kernel or BPF headers here: the includer
+ * provides __u32/__u64/__s64. */
+#ifndef MGRP_RULES_H
+#define MGRP_RULES_H
+
+#ifndef MGRP_INLINE
+#define MGRP_INLINE static inline __attribute__((always_inline))
+#endif
+
+/* The bandwidth-delay product in bytes of a rate (bit/s) over an RTT (µs), saturating at 2^50
+ * bytes so that the products below cannot overflow. */
+MGRP_INLINE __u64 mgrp_bdp_bytes(__u64 rate_bps, __u32 rtt_us)
+{
+	__u64 bytes_per_s = rate_bps / 8;
+	__u64 cap = 1ULL << 50;
+	__u64 whole;
+	/* Split the product so that it stays in 64 bits: (whole seconds' worth) + (the rest). */
+	if (bytes_per_s / 1000000 > cap / ((__u64)rtt_us + 1))
+		return cap;
+	whole = (bytes_per_s / 1000000) * rtt_us + ((bytes_per_s % 1000000) * rtt_us) / 1000000;
+	return whole > cap ? cap : whole;
+}
+
+/* Background mode: the largest cwnd (packets) a flow may have, or 0 for no cap.
+ *   w = g·RTT·A / M  (g = g_milli/1000)
+ *   the seed caps only when w > m·N (threshold_pkts) and leaves the flow alone below it;
+ *   floor_pkts > 0 caps below the threshold too, at max(w, floor_pkts). */
+MGRP_INLINE __u32 mgrp_bg_max_cwnd(__u64 avail_bps, __u32 rtt_us, __u32 mss, __u32 g_milli,
+				   __u32 threshold_pkts, __u32 floor_pkts)
+{
+	__u64 w;
+	if (mss == 0 || rtt_us == 0)
+		return 0;
+	w = mgrp_bdp_bytes(avail_bps, rtt_us) * g_milli / 1000 / mss;
+	if (w > 0xffffffffULL)
+		w = 0xffffffffULL;
+	if (w > threshold_pkts)
+		return (__u32)w;
+	if (floor_pkts == 0)
+		return 0;
+	return w > floor_pkts ? (__u32)w : floor_pkts;
+}
+
+/* Full-speed mode: the target window V = A·RTT/M in packets (0 when unknown). */
+MGRP_INLINE __u32 mgrp_fs_target(__u64 avail_bps, __u32 rtt_us, __u32 mss)
+{
+	__u64 v;
+	if (mss == 0 || rtt_us == 0)
+		return 0;
+	v = mgrp_bdp_bytes(avail_bps, rtt_us) / mss;
+	return v > 0xffffffffULL ? 0xffffffffU : (__u32)v;
+}
+
+/* Full-speed mode, congestion avoidance: the growth per RTT in packets,
+ *   max(1, h·(1 − cwnd/V)), which is Reno's +1 when V is unknown or cwnd ≥ V. */
+MGRP_INLINE __u32 mgrp_fs_increase(__u32 cwnd, __u32 target, __u32 h)
+{
+	__u64 inc;
+	if (target == 0 || cwnd >= target)
+		return 1;
+	inc = (__u64)h * (target - cwnd) / target;
+	return inc > 1 ? (__u32)inc : 1;
+}
+
+/* The window w for the kernel's additive increase (tcp_cong_avoid_ai: +1 per w packets acked)
+ * that gives `increase` packets per RTT at `cwnd`. */
+MGRP_INLINE __u32 mgrp_ai_window(__u32 cwnd, __u32 increase)
+{
+	__u32 w;
+	if (increase == 0)
+		increase = 1;
+	w = cwnd / increase;
+	return w > 0 ? w : 1;
+}
+
+/* LEDBAT (RFC 6817 §2.4.2): off_target = (TARGET − queuing_delay)/TARGET in thousandths,
+ * clamped to [−1000, 1000] so that one RTT never takes more than one packet off the window
+ * (the RFC leaves the decrease's bound to the implementation). */
+MGRP_INLINE __s64 mgrp_ledbat_off_target_milli(__u32 queuing_delay_us, __u32 target_us)
+{
+	/* Unsigned arithmetic only: BPF before v4 has no signed division. */
+	if (target_us == 0 || queuing_delay_us >= 2 * (__u64)target_us)
+		return -1000;
+	if (queuing_delay_us <= target_us)
+		return (__s64)(((__u64)(target_us - queuing_delay_us) * 1000) / target_us);
+	return -(__s64)(((__u64)(queuing_delay_us - target_us) * 1000) / target_us);
+}
+
+#endif

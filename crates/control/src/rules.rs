@@ -1,0 +1,182 @@
+//! The transfer modes' rules: the C functions the programs run (`src/bpf/rules.h`, compiled for
+//! the host here) and the seed's formulas in floating point, which the tests hold them to.
+
+mod ffi {
+    extern "C" {
+        pub fn mgrp_host_bdp_bytes(rate_bps: u64, rtt_us: u32) -> u64;
+        pub fn mgrp_host_bg_max_cwnd(
+            a: u64,
+            rtt: u32,
+            mss: u32,
+            g: u32,
+            thr: u32,
+            floor: u32,
+        ) -> u32;
+        pub fn mgrp_host_fs_target(a: u64, rtt: u32, mss: u32) -> u32;
+        pub fn mgrp_host_fs_increase(cwnd: u32, target: u32, h: u32) -> u32;
+        pub fn mgrp_host_ai_window(cwnd: u32, inc: u32) -> u32;
+        pub fn mgrp_host_ledbat_off_target_milli(qdelay_us: u32, target_us: u32) -> i64;
+    }
+}
+
+/// Bytes in flight at `rate_bps` over `rtt_us` (saturating at 2^50), as the programs compute it.
+pub fn bdp_bytes(rate_bps: u64, rtt_us: u32) -> u64 {
+    // SAFETY: a pure C function of its arguments.
+    unsafe { ffi::mgrp_host_bdp_bytes(rate_bps, rtt_us) }
+}
+
+/// Background: the largest cwnd in packets, or 0 for no cap (see `rules.h`).
+pub fn bg_max_cwnd(
+    avail_bps: u64,
+    rtt_us: u32,
+    mss: u32,
+    g_milli: u32,
+    threshold: u32,
+    floor: u32,
+) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_bg_max_cwnd(avail_bps, rtt_us, mss, g_milli, threshold, floor) }
+}
+
+/// Full-speed: V = A·RTT/M in packets.
+pub fn fs_target(avail_bps: u64, rtt_us: u32, mss: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_fs_target(avail_bps, rtt_us, mss) }
+}
+
+/// Full-speed: the increase per RTT, max(1, h(1 − cwnd/V)).
+pub fn fs_increase(cwnd: u32, target: u32, h: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_fs_increase(cwnd, target, h) }
+}
+
+/// The kernel's additive-increase window for `increase` packets per RTT at `cwnd`.
+pub fn ai_window(cwnd: u32, increase: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_ai_window(cwnd, increase) }
+}
+
+/// LEDBAT's off_target in thousandths, clamped to [−1000, 1000].
+pub fn ledbat_off_target_milli(queuing_delay_us: u32, target_us: u32) -> i64 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_ledbat_off_target_milli(queuing_delay_us, target_us) }
+}
+
+/// The seed's formulas, in floating point (packets).
+pub mod seed {
+    /// MaxCwnd = g·RTT·A/M when g·RTT·A > m·N (packets), else no cap.
+    pub fn bg_max_cwnd(avail_bps: f64, rtt_s: f64, mss: f64, g: f64, m_n: f64) -> Option<f64> {
+        let w = g * rtt_s * avail_bps / 8.0 / mss;
+        (w > m_n).then_some(w)
+    }
+
+    /// One RTT of full-speed congestion avoidance: cwnd + max(1, h(1 − cwnd/V)).
+    pub fn fs_next_cwnd(cwnd: f64, v: f64, h: f64) -> f64 {
+        cwnd + (h * (1.0 - cwnd / v)).max(1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSS: u32 = 1448;
+
+    #[test]
+    fn bdp_is_exact_and_saturates() {
+        assert_eq!(bdp_bytes(8_000_000, 1_000_000), 1_000_000);
+        assert_eq!(bdp_bytes(10_000_000, 40_000), 50_000);
+        assert_eq!(bdp_bytes(u64::MAX, u32::MAX), 1 << 50);
+        assert_eq!(bdp_bytes(0, 1000), 0);
+    }
+
+    #[test]
+    fn background_cap_follows_the_seed_within_one_packet() {
+        // The seed's setting: A = 10 Mbit/s spare, RTT 40 ms, g = 0.9 → 31.1 packets of 1448 B.
+        for &(a, rtt_us) in &[
+            (10e6, 40_000u32),
+            (50e6, 40_000),
+            (100e6, 200_000),
+            (2e6, 100_000),
+            (1e9, 1_000),
+            (300e6, 12_345),
+        ] {
+            let want = seed::bg_max_cwnd(a, rtt_us as f64 / 1e6, MSS as f64, 0.9, 25.0);
+            let got = bg_max_cwnd(a as u64, rtt_us, MSS, 900, 25, 0);
+            match want {
+                Some(w) => assert!(
+                    (got as f64 - w).abs() <= 1.0,
+                    "A={a} rtt={rtt_us}: {got} vs {w}"
+                ),
+                None => assert_eq!(got, 0, "A={a} rtt={rtt_us}: seed leaves it uncapped"),
+            }
+        }
+    }
+
+    #[test]
+    fn background_below_threshold_seed_or_floor() {
+        // 2 Mbit/s × 40 ms × 0.9 = 6.2 packets: under m·N = 25.
+        assert_eq!(bg_max_cwnd(2_000_000, 40_000, MSS, 900, 25, 0), 0);
+        assert_eq!(bg_max_cwnd(2_000_000, 40_000, MSS, 900, 0, 2), 6);
+        // Nothing available: the floor holds.
+        assert_eq!(bg_max_cwnd(0, 40_000, MSS, 900, 0, 2), 2);
+        // No RTT or MSS yet: no cap rather than a division by zero.
+        assert_eq!(bg_max_cwnd(10_000_000, 0, MSS, 900, 0, 2), 0);
+        assert_eq!(bg_max_cwnd(10_000_000, 40_000, 0, 900, 0, 2), 0);
+    }
+
+    #[test]
+    fn full_speed_growth_matches_the_seed() {
+        // 100 Mbit/s × 200 ms = 1726 packets of 1448 B.
+        let v = fs_target(100_000_000, 200_000, MSS);
+        assert_eq!(v, 1726);
+        for &(cwnd, h) in &[
+            (10u32, 100u32),
+            (500, 100),
+            (1700, 100),
+            (1726, 100),
+            (3000, 100),
+            (10, 1),
+        ] {
+            let want = seed::fs_next_cwnd(cwnd as f64, v as f64, h as f64) - cwnd as f64;
+            let got = fs_increase(cwnd, v, h);
+            assert!(
+                (got as f64 - want).abs() < 1.0,
+                "cwnd {cwnd} h {h}: {got} vs {want}"
+            );
+        }
+        // Unknown V: Reno's +1.
+        assert_eq!(fs_increase(10, 0, 100), 1);
+    }
+
+    #[test]
+    fn additive_window_gives_the_increase_per_rtt() {
+        // +inc per RTT means +1 every cwnd/inc packets acked.
+        assert_eq!(ai_window(100, 1), 100);
+        assert_eq!(ai_window(100, 10), 10);
+        assert_eq!(ai_window(5, 100), 1);
+        assert_eq!(ai_window(0, 0), 1);
+        // Iterating the per-ack rule over a few RTTs lands where the per-RTT formula does.
+        let (v, h) = (1726u32, 100u32);
+        let (mut cwnd, mut fcwnd) = (100u32, 100f64);
+        for _ in 0..10 {
+            let w = ai_window(cwnd, fs_increase(cwnd, v, h));
+            cwnd += cwnd / w;
+            fcwnd = seed::fs_next_cwnd(fcwnd, v as f64, h as f64);
+        }
+        assert!(
+            (cwnd as f64 - fcwnd).abs() / fcwnd < 0.05,
+            "{cwnd} vs {fcwnd}"
+        );
+    }
+
+    #[test]
+    fn ledbat_off_target() {
+        assert_eq!(ledbat_off_target_milli(0, 100_000), 1000);
+        assert_eq!(ledbat_off_target_milli(50_000, 100_000), 500);
+        assert_eq!(ledbat_off_target_milli(100_000, 100_000), 0);
+        assert_eq!(ledbat_off_target_milli(150_000, 100_000), -500);
+        assert_eq!(ledbat_off_target_milli(400_000, 100_000), -1000);
+        assert_eq!(ledbat_off_target_milli(10, 0), -1000);
+    }
+}

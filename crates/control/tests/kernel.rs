@@ -1,0 +1,335 @@
+//! The congestion controls in the kernel: registration, attachment by socket option, route and
+//! cgroup, the map driving cwnd, and unloading. Root and a BPF-capable kernel are needed; without
+//! them each test says why it is skipped.
+
+use mgrp_control::{available_congestion_controls, CgroupRun, Controls, Mode, PathParams};
+use std::io::{Read, Write};
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The congestion controls' names are global to the kernel: one test at a time loads them.
+static KERNEL: Mutex<()> = Mutex::new(());
+
+fn serial() -> Option<std::sync::MutexGuard<'static, ()>> {
+    if let Some(why) = mgrp_control::unsupported_reason() {
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    Some(KERNEL.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+fn cc_of(fd: i32) -> String {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf outlives the call and len says its size.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(
+        rc,
+        0,
+        "getsockopt TCP_CONGESTION: {}",
+        std::io::Error::last_os_error()
+    );
+    String::from_utf8_lossy(&buf[..len as usize])
+        .trim_end_matches('\0')
+        .to_string()
+}
+
+fn set_cc(fd: i32, cc: &str) -> std::io::Result<()> {
+    // SAFETY: the name's bytes outlive the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr().cast(),
+            cc.len() as u32,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn tcp_info(fd: i32) -> libc::tcp_info {
+    // SAFETY: tcp_info is plain data; len says its size.
+    unsafe {
+        let mut info: libc::tcp_info = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let rc = libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        );
+        assert_eq!(rc, 0);
+        info
+    }
+}
+
+fn now_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap()
+}
+
+#[test]
+fn register_refuse_twice_and_unregister() {
+    let Some(_k) = serial() else { return };
+    let c = Controls::load(&[]).unwrap();
+    let avail = available_congestion_controls().unwrap();
+    for m in Mode::ALL {
+        assert!(
+            avail.iter().any(|a| a == m.cc_name()),
+            "{m} not registered: {avail:?}"
+        );
+    }
+    let e = Controls::load(&[Mode::Background]).unwrap_err();
+    assert!(e.to_string().contains("already registered"), "{e}");
+    drop(c);
+    let avail = available_congestion_controls().unwrap();
+    assert!(
+        !avail.iter().any(|a| a.starts_with("mgrp_")),
+        "left registered: {avail:?}"
+    );
+    // One mode alone.
+    let c = Controls::load(&[Mode::FullSpeed]).unwrap();
+    let avail = available_congestion_controls().unwrap();
+    assert!(
+        avail.iter().any(|a| a == "mgrp_fs") && !avail.iter().any(|a| a == "mgrp_bg"),
+        "{avail:?}"
+    );
+    drop(c);
+}
+
+#[test]
+fn unloading_moves_open_sockets_to_the_default() {
+    let Some(_k) = serial() else { return };
+    let c = Controls::load(&[Mode::Background]).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut server, _) = l.accept().unwrap();
+    set_cc(client.as_raw_fd(), "mgrp_bg").unwrap();
+    assert_eq!(cc_of(client.as_raw_fd()), "mgrp_bg");
+    drop(c);
+    let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+    assert_eq!(
+        cc_of(client.as_raw_fd()),
+        default.trim(),
+        "socket left on a vanished algorithm"
+    );
+    // And it still carries data.
+    (&client).write_all(b"still here").unwrap();
+    let mut buf = [0u8; 10];
+    server.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"still here");
+}
+
+#[test]
+fn cgroup_run_puts_a_commands_sockets_on_the_mode() {
+    let Some(_k) = serial() else { return };
+    let c = Controls::load(&[Mode::Background]).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let run = CgroupRun::new("mgrp_bg").unwrap();
+    // The command opens a connection (bash's /dev/tcp) and lists its own socket with `ss`.
+    let mut cmd = std::process::Command::new("bash");
+    cmd.args([
+        "-c",
+        &format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port}; ss -tin state established '( dport = :{port} )'"
+        ),
+    ]);
+    run.prepare(&mut cmd).unwrap();
+    let out = cmd.output().unwrap();
+    let ss = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        ss.contains("mgrp_bg"),
+        "the command's socket is not on mgrp_bg:\n{ss}"
+    );
+    assert_eq!(run.counts().unwrap(), (1, 0));
+    let bg = c
+        .stats()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.mode == Mode::Background)
+        .unwrap();
+    assert!(bg.flows_opened >= 1, "{bg:?}");
+    let dir = run.dir().to_path_buf();
+    drop(run);
+    assert!(!dir.exists(), "cgroup {} left behind", dir.display());
+    // A name that is not registered is refused with a reason.
+    let e = CgroupRun::new("mgrp_fs").unwrap_err().to_string();
+    assert!(e.contains("not registered"), "{e}");
+    assert!(CgroupRun::new("bad name!").is_err());
+}
+
+/// On the testbed (20 Mbit/s, RTT ≈ 40 ms: the delay line delays the reverse path): a flow that got mgrp_bg from its route keeps cwnd
+/// at g·RTT·A/M for the A in the map, follows A when it changes, and falls back to Reno when the
+/// entry goes stale.
+#[test]
+fn cwnd_follows_the_estimate_in_the_map() {
+    use mgrp_testbed::{netns, DelayMode, Role, Testbed, TestbedConfig};
+    let Some(_k) = serial() else { return };
+    let tb = Testbed::up(
+        TestbedConfig {
+            capacity_bps: 20_000_000,
+            delay: Some(Duration::from_millis(40)),
+            ..Default::default()
+        },
+        DelayMode::Thread,
+    )
+    .unwrap();
+    let c = Controls::load(&[Mode::Background]).unwrap();
+    let rcv: IpAddr = Role::Rcv.addr().parse().unwrap();
+    // Attach by route: no socket option in the sender.
+    let snd = tb.ns(Role::Snd);
+    let route = netns::run("ip", &["-n", &snd, "-4", "route", "get", Role::Rcv.addr()]).unwrap();
+    let via: Vec<&str> = route.split_whitespace().collect();
+    let gw = via[via.iter().position(|w| *w == "via").unwrap() + 1];
+    let dev = via[via.iter().position(|w| *w == "dev").unwrap() + 1];
+    netns::run(
+        "ip",
+        &[
+            "-n",
+            &snd,
+            "route",
+            "add",
+            &format!("{}/32", Role::Rcv.addr()),
+            "via",
+            gw,
+            "dev",
+            dev,
+            "congctl",
+            "mgrp_bg",
+        ],
+    )
+    .unwrap();
+
+    let params = PathParams {
+        max_age: Duration::from_millis(1500),
+        ..Default::default()
+    };
+
+    let sink = netns::spawn_in(&tb.ns(Role::Rcv), "sink", move || {
+        let l = TcpListener::bind((Role::Rcv.addr(), 7399)).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut n = 0u64;
+        while let Ok(k) = s.read(&mut buf) {
+            if k == 0 {
+                break;
+            }
+            n += k as u64;
+        }
+        Ok(n)
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // Phases: A = 4 Mbit/s, A = 12 Mbit/s, then no update (stale after 1.5 s).
+    let sender = netns::spawn_in(&snd, "bg", move || {
+        let s = TcpStream::connect((Role::Rcv.addr(), 7399)).unwrap();
+        let fd = s.as_raw_fd();
+        let cc = cc_of(fd);
+        let block = vec![0u8; 1 << 16];
+        let start = Instant::now();
+        let mut samples = Vec::new();
+        let mut next = Duration::from_millis(100);
+        s.set_write_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        while start.elapsed() < Duration::from_secs(9) {
+            let _ = (&s).write(&block);
+            if start.elapsed() >= next {
+                let i = tcp_info(fd);
+                samples.push((
+                    start.elapsed().as_secs_f64(),
+                    i.tcpi_snd_cwnd,
+                    i.tcpi_rtt,
+                    i.tcpi_snd_mss,
+                ));
+                next += Duration::from_millis(100);
+            }
+        }
+        Ok((cc, samples))
+    })
+    .unwrap();
+    // The agent's part: A = 6 Mbit/s for 3 s, then 16 Mbit/s until 5.5 s, refreshed every
+    // 200 ms; then nothing, so the entry goes stale at 7 s.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(5500) {
+        let a = if t0.elapsed() < Duration::from_secs(3) {
+            6e6
+        } else {
+            16e6
+        };
+        c.set_path(rcv, &params.entry(a, now_ns())).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let stats_before_stale = c.stats().unwrap()[0].clone();
+    let (cc, samples) = sender.join().unwrap().unwrap();
+    let _ = sink.join();
+    assert_eq!(cc, "mgrp_bg", "the route's congctl was not applied");
+
+    // cwnd against g·RTT·A/M computed from the socket's own RTT at each sample. The program uses
+    // srtt at the last ack and the packet size in flight; one packet either way, or 10% (RTT
+    // moves between acks), whichever is larger.
+    let check = |from: f64, to: f64, a: f64| {
+        let mut errs = Vec::new();
+        for &(t, cwnd, rtt_us, mss) in samples.iter().filter(|s| s.0 >= from && s.0 < to) {
+            let cap = 0.9 * rtt_us as f64 / 1e6 * a / 8.0 / mss as f64;
+            errs.push((t, cwnd, cap));
+        }
+        let bad: Vec<_> = errs
+            .iter()
+            .filter(|(_, w, cap)| (*w as f64 - cap).abs() > (0.1 * cap).max(1.0))
+            .collect();
+        assert!(
+            errs.len() >= 5,
+            "too few samples in {from}..{to}: {samples:?}"
+        );
+        // Allow one sample at a phase edge to lag.
+        assert!(
+            bad.len() <= 1,
+            "A = {a}: cwnd off the cap at {bad:?} (all: {errs:?})"
+        );
+        errs.iter().map(|e| e.1).max().unwrap()
+    };
+    let w6 = check(1.0, 2.9, 6e6);
+    let w16 = check(3.6, 5.4, 16e6);
+    assert!(w16 > 2 * w6, "cwnd did not follow A up: {w6} → {w16}");
+    // Stale: Reno takes over and grows past the last cap; the program counts acks without an
+    // estimate.
+    let late_max = samples
+        .iter()
+        .filter(|s| s.0 > 7.5)
+        .map(|s| s.1)
+        .max()
+        .unwrap();
+    assert!(
+        late_max > w16 + 5,
+        "no fallback after the entry went stale: {late_max} vs {w16}"
+    );
+    let after = c.stats().unwrap()[0].clone();
+    assert!(
+        after.acks_no_estimate > stats_before_stale.acks_no_estimate,
+        "{after:?}"
+    );
+    assert!(after.acks_limited > 0 && after.limited_s > 1.0, "{after:?}");
+}
