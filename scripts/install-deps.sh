@@ -11,6 +11,13 @@ command -v setpriv >/dev/null || need+=(util-linux)
 # Live capture for passive measurement links libpcap (AF_PACKET, TPACKET_V3 ring).
 dpkg -s libpcap-dev >/dev/null 2>&1 || need+=(libpcap-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+# The eBPF transfer modes (crates/control): clang compiles the programs, bpftool dumps the
+# kernel's types (vmlinux.h), and the vendored libbpf links libelf and zlib (built with make).
+command -v clang >/dev/null || need+=(clang)
+command -v bpftool >/dev/null || [ -x /usr/sbin/bpftool ] || need+=(bpftool)
+command -v make >/dev/null || need+=(make)
+dpkg -s libelf-dev >/dev/null 2>&1 || need+=(libelf-dev)
+dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)
 # The dashboard's browser test: Debian's Chromium (driven by playwright-core, which downloads no
 # browser) and a font for the screenshot.
 command -v chromium >/dev/null || need+=(chromium)
