@@ -333,3 +333,137 @@ fn cwnd_follows_the_estimate_in_the_map() {
     );
     assert!(after.acks_limited > 0 && after.limited_s > 1.0, "{after:?}");
 }
+
+/// A bulk flow from snd to rcv on the testbed with congestion control `cc` (set by socket
+/// option) for `secs`: (seconds, cwnd) every 100 ms.
+fn bulk_flow(
+    tb: &mgrp_testbed::Testbed,
+    cc: &'static str,
+    port: u16,
+    secs: f64,
+) -> Vec<(f64, u32)> {
+    use mgrp_testbed::{netns, Role};
+    let sink = netns::spawn_in(&tb.ns(Role::Rcv), "sink", move || {
+        let l = TcpListener::bind((Role::Rcv.addr(), port)).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(k) = s.read(&mut buf) {
+            if k == 0 {
+                break;
+            }
+        }
+        Ok(())
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let sender = netns::spawn_in(&tb.ns(Role::Snd), "bulk", move || {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        set_cc(s.as_raw_fd(), cc).unwrap();
+        let addr: std::net::SocketAddr = format!("{}:{port}", Role::Rcv.addr()).parse().unwrap();
+        s.connect(&addr.into()).unwrap();
+        let s: TcpStream = s.into();
+        s.set_write_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let block = vec![0u8; 1 << 16];
+        let start = Instant::now();
+        let (mut samples, mut next) = (Vec::new(), Duration::from_millis(100));
+        while start.elapsed() < Duration::from_secs_f64(secs) {
+            let _ = (&s).write(&block);
+            if start.elapsed() >= next {
+                samples.push((
+                    start.elapsed().as_secs_f64(),
+                    tcp_info(s.as_raw_fd()).tcpi_snd_cwnd,
+                ));
+                next += Duration::from_millis(100);
+            }
+        }
+        Ok(samples)
+    })
+    .unwrap();
+    let samples = sender.join().unwrap().unwrap();
+    let _ = sink.join();
+    samples
+}
+
+/// Full-speed against Reno in congestion avoidance (the route's `ssthresh lock 10` ends slow start
+/// at once): Reno adds one packet per RTT; mgrp_fs adds max(1, h(1 − cwnd/V)) and reaches
+/// V = A·RTT/M within a few RTTs. 20 Mbit/s, RTT ≈ 100 ms, A = 16 Mbit/s → V ≈ 138 packets.
+#[test]
+fn full_speed_grows_toward_v_where_reno_crawls() {
+    use mgrp_testbed::{netns, DelayMode, Role, Testbed, TestbedConfig};
+    let Some(_k) = serial() else { return };
+    let tb = Testbed::up(
+        TestbedConfig {
+            capacity_bps: 20_000_000,
+            delay: Some(Duration::from_millis(100)),
+            ..Default::default()
+        },
+        DelayMode::Thread,
+    )
+    .unwrap();
+    let c = Controls::load(&[Mode::FullSpeed]).unwrap();
+    let snd = tb.ns(Role::Snd);
+    let route = netns::run("ip", &["-n", &snd, "-4", "route", "get", Role::Rcv.addr()]).unwrap();
+    let w: Vec<&str> = route.split_whitespace().collect();
+    let gw = w[w.iter().position(|x| *x == "via").unwrap() + 1];
+    let dev = w[w.iter().position(|x| *x == "dev").unwrap() + 1];
+    netns::run(
+        "ip",
+        &[
+            "-n",
+            &snd,
+            "route",
+            "add",
+            &format!("{}/32", Role::Rcv.addr()),
+            "via",
+            gw,
+            "dev",
+            dev,
+            "ssthresh",
+            "lock",
+            "10",
+        ],
+    )
+    .unwrap();
+    // The kernel ignores the route's ssthresh unless told to use saved metrics.
+    netns::run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &snd,
+            "sysctl",
+            "-qw",
+            "net.ipv4.tcp_no_ssthresh_metrics_save=0",
+        ],
+    )
+    .unwrap();
+    let rcv: IpAddr = Role::Rcv.addr().parse().unwrap();
+    let params = PathParams {
+        max_age: Duration::from_secs(60),
+        ..Default::default()
+    };
+    c.set_path(rcv, &params.entry(16e6, now_ns())).unwrap();
+
+    // The route's locked ssthresh reaches a connection through the kernel's per-destination
+    // TCP metrics, which a first connection creates when it closes.
+    bulk_flow(&tb, "reno", 7400, 0.2);
+    let reno = bulk_flow(&tb, "reno", 7401, 3.0);
+    let fs = bulk_flow(&tb, "mgrp_fs", 7402, 3.0);
+    let at = |v: &[(f64, u32)], t: f64| v.iter().rev().find(|s| s.0 <= t).map(|s| s.1).unwrap();
+    // 3 s ≈ 30 RTTs: Reno from 10 reaches ≈ 40; full-speed gets within 20% of V (138) — the
+    // last steps are small by design (h(1 − cwnd/V) shrinks toward +1).
+    let (r, f) = (at(&reno, 2.9), at(&fs, 2.9));
+    eprintln!("cwnd at 2.9 s: reno {r}, mgrp_fs {f} (V = 138)");
+    assert!(r < 60, "reno grew faster than +1/RTT: {reno:?}");
+    assert!(
+        f as f64 > 0.8 * 138.0,
+        "full-speed did not approach V: {fs:?}"
+    );
+    let st = c.stats().unwrap()[1].clone();
+    assert_eq!(st.mode, Mode::FullSpeed);
+    assert!(
+        st.flows_opened >= 1 && st.acks > 0 && st.acks_no_estimate == 0,
+        "{st:?}"
+    );
+}
