@@ -24,12 +24,26 @@
 //! iface = "eth0"
 //! flow = "tcp port 443"                  # optional capture filter
 //! window = "1s"                          # one estimate per flow per window
+//!
+//! [transfer]                             # eBPF transfer modes fed by these estimates
+//! modes = ["background", "full-speed", "ledbat"]   # congestion controls to register (default all)
+//! g = 0.9                                # background: share of A a flow may use
+//! h = 100                                # full-speed: growth factor toward A·RTT
+//! max_age = "10s"                        # older estimates are not acted on (Reno instead)
+//! threshold_pkts = 0                     # background: cap only above this window (seed: 25)
+//! floor_pkts = 2                         # background: below it, cap at no less (seed: 0)
+//! correct_own_rate = true                # add background flows' own rate back to A
+//! passive = false                        # Wren estimates feed their flow's destination too
+//! max_destinations = 256                 # map entries the agent keeps
+//! destinations = { "198.18.3.2" = ["198.18.3.9"] }   # a peer's estimates also feed these
 //! ```
 
+use mgrp_control::{FeedConfig, Mode, PathParams};
 use mgrp_estimate::methods::Method;
 use mgrp_traffic::units::{parse_bytes, parse_duration};
 use serde::Deserialize;
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -72,6 +86,35 @@ pub struct RidersConfig {
     pub ratio: f64,
 }
 
+/// The transfer modes: which congestion controls the agent registers and how its estimates
+/// drive them (`crate::transfer`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransferConfig {
+    pub modes: Vec<Mode>,
+    /// The rules' parameters and the own-rate correction.
+    pub feed: FeedConfig,
+    /// Passive (Wren) estimates feed their flow's destination (see docs/transfer-modes.md for
+    /// why this is off by default).
+    pub passive: bool,
+    /// At most this many destinations in the map: the configured ones count first, passive
+    /// ones take what is left.
+    pub max_destinations: usize,
+    /// A peer's estimates also feed these destinations (e.g. hosts behind the same bottleneck).
+    pub destinations: BTreeMap<IpAddr, Vec<IpAddr>>,
+}
+
+impl Default for TransferConfig {
+    fn default() -> Self {
+        TransferConfig {
+            modes: Mode::ALL.to_vec(),
+            feed: FeedConfig::default(),
+            passive: false,
+            max_destinations: 256,
+            destinations: BTreeMap::new(),
+        }
+    }
+}
+
 /// Where estimates are kept.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreAt {
@@ -100,6 +143,7 @@ pub struct ServiceConfig {
     pub token: Option<String>,
     pub passive: Vec<PassiveSource>,
     pub riders: Option<RidersConfig>,
+    pub transfer: Option<TransferConfig>,
 }
 
 impl Default for ServiceConfig {
@@ -114,6 +158,7 @@ impl Default for ServiceConfig {
             archive: None,
             passive: Vec::new(),
             riders: None,
+            transfer: None,
         }
     }
 }
@@ -156,6 +201,23 @@ struct RawRiders {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawTransfer {
+    modes: Option<Vec<String>>,
+    g: Option<f64>,
+    // Signed, so that a negative value gets our message rather than serde's.
+    h: Option<i64>,
+    max_age: Option<String>,
+    threshold_pkts: Option<i64>,
+    floor_pkts: Option<i64>,
+    correct_own_rate: Option<bool>,
+    passive: Option<bool>,
+    max_destinations: Option<i64>,
+    #[serde(default)]
+    destinations: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawConfig {
     store: Option<String>,
     archive: Option<String>,
@@ -167,6 +229,7 @@ struct RawConfig {
     #[serde(default)]
     passive: Vec<RawPassive>,
     riders: Option<RawRiders>,
+    transfer: Option<RawTransfer>,
 }
 
 /// A retention: a duration, or whole days (`7d`, up to ten years).
@@ -345,7 +408,162 @@ impl ServiceConfig {
                 window,
             });
         }
+        if let Some(t) = raw.transfer {
+            let peers: Vec<IpAddr> = c.paths.iter().map(|p| p.peer.ip()).collect();
+            c.transfer = Some(parse_transfer(t, &peers).map_err(|e| format!("transfer: {e}"))?);
+        }
         Ok(c)
+    }
+}
+
+/// Most destinations one peer's estimates may feed besides the peer itself.
+const MAX_MAPPED: usize = 64;
+/// The programs' map holds 4096 destinations.
+const MAP_ENTRIES: i64 = 4096;
+/// Window sizes beyond this many packets are not a meaningful threshold or floor.
+const MAX_PKTS: i64 = 1_000_000;
+
+fn parse_modes(names: Option<Vec<String>>) -> Result<Vec<Mode>, String> {
+    let Some(names) = names else {
+        return Ok(Mode::ALL.to_vec());
+    };
+    if names.is_empty() {
+        return Err(
+            "modes needs at least one of background, full-speed, ledbat (or leave out [transfer])"
+                .into(),
+        );
+    }
+    let mut modes = Vec::new();
+    for n in &names {
+        let m = Mode::parse(n).map_err(|e| format!("modes: {e}"))?;
+        if modes.contains(&m) {
+            return Err(format!("modes: {m} is named twice"));
+        }
+        modes.push(m);
+    }
+    Ok(modes)
+}
+
+fn pkts(name: &str, v: Option<i64>, default: u32) -> Result<u32, String> {
+    match v {
+        None => Ok(default),
+        Some(x) if (0..=MAX_PKTS).contains(&x) => Ok(x as u32),
+        Some(x) => Err(format!("{name} must be 0..={MAX_PKTS} packets, got {x}")),
+    }
+}
+
+fn parse_params(t: &RawTransfer) -> Result<PathParams, String> {
+    let d = PathParams::default();
+    let g = t.g.unwrap_or(d.g);
+    if !(g > 0.0 && g <= 1.0) {
+        return Err(format!("g must be in (0, 1], got {g}"));
+    }
+    let h = match t.h {
+        None => d.h,
+        Some(h) if (1..=10_000).contains(&h) => h as u32,
+        Some(h) => return Err(format!("h must be 1..=10000, got {h}")),
+    };
+    let max_age = match &t.max_age {
+        None => d.max_age,
+        Some(a) => parse_duration(a).map_err(|e| format!("max_age: {e}"))?,
+    };
+    if max_age < Duration::from_millis(100) || max_age > Duration::from_secs(86_400) {
+        return Err(format!("max_age must be 100ms..=1d, got {max_age:?}"));
+    }
+    let p = PathParams {
+        g,
+        h,
+        max_age,
+        threshold_pkts: pkts("threshold_pkts", t.threshold_pkts, d.threshold_pkts)?,
+        floor_pkts: pkts("floor_pkts", t.floor_pkts, d.floor_pkts)?,
+    };
+    p.validate()?;
+    Ok(p)
+}
+
+fn ip(s: &str, what: &str) -> Result<IpAddr, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("{what} {s:?} is not an IP address"))
+}
+
+/// `destinations`: each key a peer whose estimates feed its values too.
+fn parse_destinations(
+    raw: &BTreeMap<String, Vec<String>>,
+    peers: &[IpAddr],
+    passive: bool,
+) -> Result<BTreeMap<IpAddr, Vec<IpAddr>>, String> {
+    let mut out = BTreeMap::new();
+    for (k, vs) in raw {
+        let from = ip(k, "destinations: key")?;
+        if !passive && !peers.contains(&from) {
+            return Err(format!(
+                "destinations: {from} is not a scheduled peer ([[path]]), so no estimate of it would feed {vs:?} (schedule it, or set passive = true)"
+            ));
+        }
+        if vs.is_empty() || vs.len() > MAX_MAPPED {
+            return Err(format!(
+                "destinations: {from} needs 1..={MAX_MAPPED} addresses"
+            ));
+        }
+        let mut to = Vec::new();
+        for v in vs {
+            let d = ip(v, &format!("destinations: {from} ->"))?;
+            if d != from && !to.contains(&d) {
+                to.push(d);
+            }
+        }
+        if out.insert(from, to).is_some() {
+            return Err(format!("destinations: {from} is given twice"));
+        }
+    }
+    Ok(out)
+}
+
+fn parse_transfer(t: RawTransfer, peers: &[IpAddr]) -> Result<TransferConfig, String> {
+    let params = parse_params(&t)?;
+    let passive = t.passive.unwrap_or(false);
+    let max_destinations = match t.max_destinations {
+        None => 256,
+        Some(n) if (1..=MAP_ENTRIES).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(format!(
+                "max_destinations must be 1..={MAP_ENTRIES}, got {n}"
+            ))
+        }
+    };
+    let destinations = parse_destinations(&t.destinations, peers, passive)?;
+    let cfg = TransferConfig {
+        modes: parse_modes(t.modes)?,
+        feed: FeedConfig {
+            params,
+            correct_own_rate: t.correct_own_rate.unwrap_or(true),
+        },
+        passive,
+        max_destinations,
+        destinations,
+    };
+    let n = cfg.configured_destinations(peers).len();
+    if n > cfg.max_destinations {
+        return Err(format!(
+            "{n} destinations are configured (scheduled peers and `destinations`), more than max_destinations = {}",
+            cfg.max_destinations
+        ));
+    }
+    Ok(cfg)
+}
+
+impl TransferConfig {
+    /// Every destination fed by configuration: each scheduled peer, and what `destinations`
+    /// maps peers to; sorted, once each.
+    pub fn configured_destinations(&self, peers: &[IpAddr]) -> Vec<IpAddr> {
+        let mut v: Vec<IpAddr> = peers.to_vec();
+        for to in self.destinations.values() {
+            v.extend(to.iter().copied());
+        }
+        v.sort();
+        v.dedup();
+        v
     }
 }
 
@@ -443,6 +661,102 @@ mod tests {
             (
                 "[[path]]\npeer = \"10.0.0.1:9000\"\nmethod = \"chirp\"\n[[path]]\npeer = \"10.0.0.1:9000\"",
                 "one schedule per peer",
+            ),
+        ] {
+            let e = ServiceConfig::parse(text).unwrap_err();
+            assert!(e.0.contains(why), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn transfer_defaults_and_every_setting() {
+        let c = ServiceConfig::parse("[transfer]").unwrap();
+        let t = c.transfer.unwrap();
+        assert_eq!(t, TransferConfig::default());
+        assert_eq!(t.modes, Mode::ALL.to_vec());
+        assert_eq!(t.feed.params, PathParams::default());
+        assert!(t.feed.correct_own_rate && !t.passive);
+        assert!(ServiceConfig::parse("").unwrap().transfer.is_none());
+
+        let c = ServiceConfig::parse(
+            r#"
+            [[path]]
+            peer = "198.18.3.2"
+            [transfer]
+            modes = ["bg", "full-speed"]
+            g = 0.8
+            h = 50
+            max_age = "30s"
+            threshold_pkts = 25
+            floor_pkts = 0
+            correct_own_rate = false
+            passive = true
+            max_destinations = 8
+            destinations = { "198.18.3.2" = ["198.18.3.9", "198.18.3.10", "198.18.3.9"] }
+            "#,
+        )
+        .unwrap();
+        let t = c.transfer.unwrap();
+        assert_eq!(t.modes, vec![Mode::Background, Mode::FullSpeed]);
+        assert_eq!(
+            t.feed.params,
+            PathParams {
+                g: 0.8,
+                h: 50,
+                max_age: Duration::from_secs(30),
+                threshold_pkts: 25,
+                floor_pkts: 0,
+            }
+        );
+        assert!(!t.feed.correct_own_rate && t.passive);
+        assert_eq!(t.max_destinations, 8);
+        let peer: IpAddr = "198.18.3.2".parse().unwrap();
+        // Repeats are dropped; the peer itself is fed as a scheduled peer.
+        assert_eq!(
+            t.destinations[&peer],
+            vec![
+                "198.18.3.9".parse::<IpAddr>().unwrap(),
+                "198.18.3.10".parse().unwrap()
+            ]
+        );
+        assert_eq!(t.configured_destinations(&[peer]).len(), 3);
+    }
+
+    #[test]
+    fn bad_transfer_settings_say_what_is_wrong() {
+        for (text, why) in [
+            ("[transfer]\nmodes = []", "transfer: modes needs at least one"),
+            ("[transfer]\nmodes = [\"turbo\"]", "unknown transfer mode \"turbo\""),
+            ("[transfer]\nmodes = [\"bg\", \"background\"]", "background is named twice"),
+            ("[transfer]\ng = 0", "g must be in (0, 1], got 0"),
+            ("[transfer]\ng = 1.5", "g must be in (0, 1]"),
+            ("[transfer]\nh = 0", "h must be 1..=10000, got 0"),
+            ("[transfer]\nh = -3", "h must be 1..=10000, got -3"),
+            ("[transfer]\nmax_age = \"1ms\"", "max_age must be 100ms..=1d"),
+            ("[transfer]\nmax_age = \"soon\"", "transfer: max_age"),
+            ("[transfer]\nfloor_pkts = -1", "floor_pkts must be 0..="),
+            ("[transfer]\nthreshold_pkts = 99999999", "threshold_pkts must be 0..="),
+            ("[transfer]\nmax_destinations = 0", "max_destinations must be 1..=4096"),
+            ("[transfer]\nspeed = 3", "unknown field `speed`"),
+            (
+                "[transfer]\ndestinations = { \"10.0.0.1\" = [\"10.0.0.2\"] }",
+                "10.0.0.1 is not a scheduled peer",
+            ),
+            (
+                "[transfer]\npassive = true\ndestinations = { \"nowhere\" = [\"10.0.0.2\"] }",
+                "key \"nowhere\" is not an IP address",
+            ),
+            (
+                "[[path]]\npeer = \"10.0.0.1\"\n[transfer]\ndestinations = { \"10.0.0.1\" = [\"x\"] }",
+                "10.0.0.1 -> \"x\" is not an IP address",
+            ),
+            (
+                "[[path]]\npeer = \"10.0.0.1\"\n[transfer]\ndestinations = { \"10.0.0.1\" = [] }",
+                "needs 1..=64 addresses",
+            ),
+            (
+                "[[path]]\npeer = \"10.0.0.1\"\n[[path]]\npeer = \"10.0.0.2\"\n[transfer]\nmax_destinations = 1",
+                "2 destinations are configured",
             ),
         ] {
             let e = ServiceConfig::parse(text).unwrap_err();
