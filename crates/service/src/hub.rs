@@ -6,6 +6,7 @@ use crate::archive::Archive;
 use crate::config::PassiveSource;
 use crate::passive::{PassiveState, PassiveView};
 use crate::path::PathState;
+use crate::transfer::{TransferState, TransferView};
 use crate::SharedStore;
 use mgrp_store::{EstimateStore, Record};
 use serde::Serialize;
@@ -48,6 +49,8 @@ pub struct Hub {
     pub(crate) passive: RwLock<Vec<(PassiveSource, Arc<PassiveState>)>>,
     token: RwLock<Option<Arc<str>>>,
     pub(crate) archive: RwLock<Option<Arc<Archive>>>,
+    /// The transfer modes' feed, when `[transfer]` is configured.
+    pub(crate) transfer: RwLock<Option<Arc<TransferState>>>,
     /// Live subscriptions (SSE clients).
     pub subscribers: AtomicU64,
     /// Estimates that subscribers missed because they fell behind.
@@ -65,6 +68,7 @@ impl Hub {
             passive: RwLock::new(Vec::new()),
             token: RwLock::new(token.map(Into::into)),
             archive: RwLock::new(None),
+            transfer: RwLock::new(None),
             subscribers: AtomicU64::new(0),
             events_lagged: AtomicU64::new(0),
             counter_groups: RwLock::new(Vec::new()),
@@ -106,6 +110,21 @@ impl Hub {
             .read()
             .map(|v| v.iter().map(|(src, st)| st.view(src)).collect())
             .unwrap_or_default()
+    }
+
+    /// The transfer modes as the API shows them (not configured, unavailable and why, or live).
+    pub fn transfer(&self) -> TransferView {
+        self.transfer
+            .read()
+            .ok()
+            .and_then(|t| t.as_ref().map(|s| s.view()))
+            .unwrap_or_else(TransferView::not_configured)
+    }
+
+    pub(crate) fn set_transfer(&self, t: Option<Arc<TransferState>>) {
+        if let Ok(mut g) = self.transfer.write() {
+            *g = t;
+        }
     }
 
     pub fn token(&self) -> Option<Arc<str>> {

@@ -5,7 +5,8 @@
 //! allows, backoff) and its thread in `driver`; [`budget`] (the default budget); [`hub`] (the
 //! store, publish/subscribe, what runs); [`path`] (a running schedule's state); [`archive`]
 //! (the queue to a central archive); [`record`] (estimates into store records); [`service`]
-//! (start, stop, reload); [`http`], [`metrics`], [`passive`], [`watch`], [`config`].
+//! (start, stop, reload); [`transfer`] (the eBPF transfer modes fed from the estimates);
+//! [`http`], [`metrics`], [`passive`], [`watch`], [`config`].
 
 pub mod archive;
 pub mod budget;
@@ -19,6 +20,7 @@ pub mod path;
 pub mod record;
 pub mod schedule;
 pub mod service;
+pub mod transfer;
 pub mod watch;
 
 pub use archive::Archive;
@@ -37,6 +39,8 @@ pub enum Error {
     Engine(#[from] mgrp_engine::Error),
     #[error("cannot start the {0} thread: {1}")]
     Thread(&'static str, std::io::Error),
+    #[error("transfer modes: {0}")]
+    Transfer(String),
 }
 
 /// A shared store of estimates (any backend).

@@ -1,9 +1,10 @@
 //! Prometheus metrics (OpenMetrics text): the newest estimate of every path and metric with its
-//! quality, each schedule's counters, subscriptions, and the probe agent's counters. Built from
-//! the hub at scrape time, so nothing is kept twice.
+//! quality, each schedule's counters, subscriptions, the transfer modes, and the probe agent's
+//! counters. Built from the hub at scrape time, so nothing is kept twice.
 
 use crate::passive::PassiveSnapshot;
 use crate::path::CounterSnapshot;
+use crate::transfer::{TransferSnapshot, TransferView};
 use crate::Hub;
 use mgrp_store::Record;
 use prometheus_client::encoding::text::encode;
@@ -16,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 type Labels = Vec<(&'static str, String)>;
 type FGauge = Family<Labels, Gauge<f64, AtomicU64>>;
 type FCounter = Family<Labels, Counter<u64>>;
+type FSeconds = Family<Labels, Counter<f64, AtomicU64>>;
 
 fn gauge(reg: &mut Registry, name: &str, help: &str) -> FGauge {
     let f = FGauge::default();
@@ -38,6 +40,95 @@ pub enum RenderError {
     Store(#[from] mgrp_store::Error),
     #[error("encoding the metrics: {0}")]
     Encode(#[from] std::fmt::Error),
+}
+
+/// Per mode (`mode`, `congestion_control` labels): flows active, flows opened, acked bytes,
+/// time held at the cap, acks without a fresh estimate, losses; per destination the A written
+/// and whether it is stale; the feed's own counters.
+fn transfer_metrics(reg: &mut Registry, v: &TransferView) {
+    let available = Gauge::<i64>::default();
+    available.set(i64::from(v.available));
+    reg.register(
+        "transfer_available",
+        "1 while the transfer modes are registered and fed",
+        available,
+    );
+    let active = Family::<Labels, Gauge>::default();
+    reg.register(
+        "transfer_flows_active",
+        "Sockets on the mode now",
+        active.clone(),
+    );
+    let opened = counter(reg, "transfer_flows_opened", "Sockets that took the mode");
+    let acked = counter(
+        reg,
+        "transfer_acked_bytes",
+        "Bytes acked on the mode's sockets",
+    );
+    let acks = counter(reg, "transfer_acks", "Acks the mode handled");
+    let no_est = counter(
+        reg,
+        "transfer_acks_no_estimate",
+        "Acks handled as Reno because the destination had no fresh estimate",
+    );
+    let limited_acks = counter(
+        reg,
+        "transfer_acks_limited",
+        "Background: acks at which the cap held the window down",
+    );
+    let limited = FSeconds::default();
+    reg.register(
+        "transfer_limited_seconds",
+        "Background: time the window was held at the cap",
+        limited.clone(),
+    );
+    let losses = counter(
+        reg,
+        "transfer_losses",
+        "Loss or ECN reductions of the mode's sockets",
+    );
+    for s in &v.stats {
+        let l: Labels = vec![
+            ("mode", s.mode.to_string()),
+            ("congestion_control", s.congestion_control.clone()),
+        ];
+        active.get_or_create(&l).set(s.flows_active as i64);
+        opened.get_or_create(&l).inc_by(s.flows_opened);
+        acked.get_or_create(&l).inc_by(s.acked_bytes);
+        acks.get_or_create(&l).inc_by(s.acks);
+        no_est.get_or_create(&l).inc_by(s.acks_no_estimate);
+        limited_acks.get_or_create(&l).inc_by(s.acks_limited);
+        limited.get_or_create(&l).inc_by(s.limited_s);
+        losses.get_or_create(&l).inc_by(s.losses);
+    }
+    let written = gauge(
+        reg,
+        "transfer_avail_written_bps",
+        "A written into the modes' map for the destination, bit/s (measured + own rate)",
+    );
+    let own = gauge(
+        reg,
+        "transfer_own_rate_bps",
+        "Background flows' rate to the destination over the last second, bit/s",
+    );
+    let stale = gauge(
+        reg,
+        "transfer_stale",
+        "1 while the destination's entry is missing or older than max_age (Reno runs)",
+    );
+    for d in &v.destinations {
+        let l: Labels = vec![("destination", d.destination.to_string())];
+        if let Some(a) = d.a_written_bps {
+            written.get_or_create(&l).set(a as f64);
+        }
+        own.get_or_create(&l).set(d.own_rate_now_bps.unwrap_or(0.0));
+        stale.get_or_create(&l).set(f64::from(u8::from(d.stale)));
+    }
+    for ((n, h), (_, x)) in TransferSnapshot::HELP.iter().zip(v.counters.pairs()) {
+        let c = Counter::<u64>::default();
+        c.inc_by(x);
+        reg.register(format!("transfer_{n}"), *h, c);
+    }
 }
 
 /// The exposition text, or why it could not be made.
@@ -140,6 +231,10 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, RenderError> {
             f.get_or_create(&l).inc_by(x);
         }
     }
+    let transfer = hub.transfer();
+    if transfer.configured {
+        transfer_metrics(&mut reg, &transfer);
+    }
     let subs = Gauge::<i64>::default();
     subs.set(hub.subscribers.load(Ordering::Relaxed) as i64);
     reg.register("event_subscribers", "Open event subscriptions", subs);
@@ -159,4 +254,73 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, RenderError> {
     let mut out = String::new();
     encode(&mut out, &reg)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TransferConfig;
+    use crate::transfer::{DestinationView, Origin, TransferState};
+    use mgrp_control::{Mode, ModeStats};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn hub() -> Arc<Hub> {
+        let s = mgrp_store::Store::in_memory(Duration::from_secs(3600)).unwrap();
+        Hub::new(Box::new(s), None)
+    }
+
+    #[test]
+    fn transfer_metrics_per_mode_and_destination() {
+        let h = hub();
+        let text = render(&h, 0).unwrap();
+        assert!(!text.contains("mgrp_transfer"), "not configured: {text}");
+        let mut v = TransferView::configured(&TransferConfig::default(), None);
+        v.available = true;
+        v.stats = vec![ModeStats {
+            mode: Mode::Background,
+            congestion_control: "mgrp_bg".into(),
+            flows_opened: 3,
+            flows_active: 1,
+            acked_bytes: 1000,
+            acks: 10,
+            acks_no_estimate: 2,
+            acks_limited: 4,
+            limited_s: 1.5,
+            losses: 1,
+        }];
+        v.destinations = vec![DestinationView {
+            destination: "198.18.3.2".parse().unwrap(),
+            origin: Origin::Scheduled,
+            path: None,
+            source: None,
+            method: None,
+            estimates: 1,
+            a_measured_bps: Some(9e6),
+            own_rate_bps: Some(1e6),
+            a_written_bps: Some(10_000_000),
+            age_s: Some(1.0),
+            stale: false,
+            own_rate_now_bps: Some(2e6),
+            bg_acked_bytes: 1000,
+        }];
+        v.counters.entries_written = 7;
+        h.set_transfer(Some(Arc::new(TransferState::fixed(v))));
+        let text = render(&h, 0).unwrap();
+        let l = "{mode=\"background\",congestion_control=\"mgrp_bg\"}";
+        for want in [
+            "mgrp_transfer_available 1".to_string(),
+            format!("mgrp_transfer_flows_active{l} 1"),
+            format!("mgrp_transfer_flows_opened_total{l} 3"),
+            format!("mgrp_transfer_acked_bytes_total{l} 1000"),
+            format!("mgrp_transfer_acks_no_estimate_total{l} 2"),
+            format!("mgrp_transfer_limited_seconds_total{l} 1.5"),
+            format!("mgrp_transfer_losses_total{l} 1"),
+            "mgrp_transfer_avail_written_bps{destination=\"198.18.3.2\"} 10000000.0".into(),
+            "mgrp_transfer_stale{destination=\"198.18.3.2\"} 0.0".into(),
+            "mgrp_transfer_entries_written_total 7".into(),
+        ] {
+            assert!(text.contains(&want), "{want} not in\n{text}");
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! Start, stop and reload: the store and archive opened, one driver thread per schedule and
-//! per passive source, the hub told what runs, and a new configuration applied in place.
+//! per passive source, the transfer modes loaded and fed, the hub told what runs, and a new
+//! configuration applied in place.
 
 use crate::archive::Archive;
 use crate::config::{self, PassiveSource, PathSchedule, ServiceConfig};
@@ -7,12 +8,14 @@ use crate::driver::Driver;
 use crate::hub::{counter_pairs, Hub};
 use crate::passive::{self, PassiveState};
 use crate::path::{CounterSnapshot, PathState};
+use crate::transfer::{self, TransferRun};
 use crate::{Error, SharedStore};
 use mgrp_engine::auth::Key;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::riders::RiderSender;
 use mgrp_store::{Durability, EstimateStore, Store};
 use serde::Serialize;
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -47,6 +50,7 @@ pub struct Service {
     riders: Option<Arc<RiderSender>>,
     running: Vec<Running>,
     passive: Vec<RunningPassive>,
+    transfer: Option<TransferRun>,
     /// Counters of schedules stopped by reloads, so totals never go backwards.
     retired: CounterSnapshot,
 }
@@ -120,8 +124,13 @@ impl Service {
             pacer: None,
             running: Vec::new(),
             passive: Vec::new(),
+            transfer: None,
             retired: CounterSnapshot::default(),
         };
+        // Before the schedules, so that their first estimates feed the modes.
+        if let Some(t) = &cfg.transfer {
+            svc.start_transfer(t, &cfg.paths)?;
+        }
         for p in &cfg.paths {
             svc.start_path(p.clone())?;
         }
@@ -129,6 +138,63 @@ impl Service {
             svc.start_passive(p.clone())?;
         }
         Ok(svc)
+    }
+
+    fn start_transfer(
+        &mut self,
+        t: &config::TransferConfig,
+        paths: &[PathSchedule],
+    ) -> Result<(), Error> {
+        let run = transfer::start(t, peers(paths), &self.hub)?;
+        self.hub.set_transfer(Some(run.state.clone()));
+        self.transfer = Some(run);
+        Ok(())
+    }
+
+    /// Unload the modes: sockets still on one move to the default congestion control.
+    fn stop_transfer(&mut self) {
+        self.hub.set_transfer(None);
+        if let Some(t) = self.transfer.take() {
+            t.stop();
+        }
+    }
+
+    /// A reload's `[transfer]`: started, stopped, restarted (other modes, or a load that
+    /// failed before), or handed the new parameters and peers in place.
+    fn reload_transfer(
+        &mut self,
+        new: &ServiceConfig,
+        rep: &mut ReloadReport,
+    ) -> Result<(), Error> {
+        let old = self.cfg.transfer.clone();
+        let Some(t) = &new.transfer else {
+            if old.is_some() {
+                self.stop_transfer();
+                rep.stopped.push("transfer modes".into());
+            }
+            return Ok(());
+        };
+        let in_place = self
+            .transfer
+            .as_ref()
+            .is_some_and(|r| r.modes == t.modes && r.state.available());
+        if in_place {
+            if let Some(r) = &self.transfer {
+                r.reconfigure(t.clone(), peers(&new.paths));
+            }
+            if old.as_ref() != Some(t) || new.paths != self.cfg.paths {
+                rep.started
+                    .push("transfer modes: new parameters or peers".into());
+            }
+            return Ok(());
+        }
+        if self.transfer.is_some() {
+            self.stop_transfer();
+            rep.stopped.push("transfer modes".into());
+        }
+        self.start_transfer(t, &new.paths)?;
+        rep.started.push("transfer modes".into());
+        Ok(())
     }
 
     fn start_passive(&mut self, src: PassiveSource) -> Result<(), Error> {
@@ -255,6 +321,7 @@ impl Service {
             rep.stopped.push(format!("passive on {}", r.src.iface));
         }
         rep.kept = self.running.len() + self.passive.len();
+        self.reload_transfer(new, &mut rep)?;
         for p in &new.paths {
             if !self.running.iter().any(|r| r.state.sched == *p) {
                 self.start_path(p.clone())?;
@@ -302,7 +369,13 @@ impl Service {
         if let Ok(mut g) = self.hub.paths.write() {
             g.clear();
         }
+        self.stop_transfer();
     }
+}
+
+/// The scheduled peers' addresses: the destinations the transfer modes feed.
+fn peers(paths: &[PathSchedule]) -> Vec<IpAddr> {
+    paths.iter().map(|p| p.peer.ip()).collect()
 }
 
 fn describe(p: &PathSchedule) -> String {

@@ -264,3 +264,22 @@ fn off_localhost_needs_the_token() {
     assert_eq!(results[11].0, 200, "{:?}", results[11]);
     drop((with_token, without));
 }
+
+#[test]
+fn transfer_modes_say_when_not_configured() {
+    let http = Http::start("127.0.0.1:0".parse().unwrap(), hub(None)).unwrap();
+    let base = format!("http://{}", http.local_addr());
+    let (s, v) = get(&base, "/v1/transfer", None);
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        (&v["configured"], &v["available"]),
+        (&false.into(), &false.into())
+    );
+    assert!(v["reason"].as_str().unwrap().contains("[transfer]"), "{v}");
+    assert_eq!(v["destinations"], serde_json::json!([]));
+    let (s, v) = get(&base, "/v1/transfer?mode=bg", None);
+    assert_eq!(s, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("mode"), "{v}");
+    let (_, m) = get(&base, "/metrics", None);
+    assert!(!m.as_str().unwrap().contains("mgrp_transfer"), "{m}");
+}

@@ -1,6 +1,6 @@
 //! The agent's HTTP API (axum), documented in `openapi.yaml`: paths, schedules, the current
 //! estimate (measured on demand when stale), history at a time scale, raw records, event
-//! subscriptions (SSE), Prometheus metrics, and the dashboard. Loopback clients need nothing;
+//! subscriptions (SSE), the transfer modes, Prometheus metrics, and the dashboard. Loopback clients need nothing;
 //! any other client needs `Authorization: Bearer TOKEN` (or `?access_token=` where a header
 //! cannot be set; `auth`). Errors are JSON `{"error": "..."}` with a status that says whose
 //! fault it is — unknown routes, methods, parameters and over-long URIs included. Connections
@@ -224,6 +224,15 @@ async fn schedules(State(st): State<AppState>) -> ApiResult {
 
 async fn passive(State(st): State<AppState>) -> ApiResult {
     Ok(Json(st.passive()).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoQuery {}
+
+/// The transfer modes: available or why not, per-mode counters, the map per destination.
+async fn transfer(State(st): State<AppState>, Q(_): Q<NoQuery>) -> ApiResult {
+    Ok(Json(st.transfer()).into_response())
 }
 
 fn duration(name: &str, v: &str, max: Duration) -> Result<Duration, ApiError> {
@@ -536,6 +545,7 @@ fn router(state: AppState) -> Router {
         .route("/v1/paths", get(paths))
         .route("/v1/schedules", get(schedules))
         .route("/v1/passive", get(passive))
+        .route("/v1/transfer", get(transfer))
         .route("/v1/estimate", get(estimate))
         .route("/v1/history", get(history))
         .route("/v1/records", get(records))
