@@ -4,6 +4,7 @@ mod accuracy;
 mod agent_cmd;
 mod bench_cmd;
 mod capacity_bench;
+mod control_cmd;
 mod estimate_cmd;
 mod methods;
 mod output;
@@ -42,6 +43,11 @@ enum Command {
     Estimate(estimate_cmd::EstimateArgs),
     /// Available bandwidth from existing TCP traffic (Wren), live or from a pcap; no probes.
     Passive(passive_cmd::PassiveArgs),
+    /// Run a command with its TCP sockets on a transfer mode (background, full-speed, ledbat).
+    Run(control_cmd::RunArgs),
+    /// The transfer modes: which are registered, what the agent feeds them; load them by hand.
+    #[command(subcommand)]
+    Control(control_cmd::ControlCmd),
     /// Benchmarks that print figures (JSON and a table).
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
@@ -50,6 +56,14 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        // The command's exit status is ours; our own failures are 125 (as `env`, `timeout`).
+        Command::Run(a) => {
+            return control_cmd::run(a).unwrap_or_else(|e| {
+                fail(e);
+                ExitCode::from(125)
+            })
+        }
+        Command::Control(c) => control_cmd::control(c),
         Command::Testbed(cmd) => testbed_cmd::run(cmd),
         Command::Bench(cmd) => bench_cmd::run(cmd),
         Command::Agent(a) => agent_cmd::run(a),
@@ -59,9 +73,11 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("mgrp: error: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(e),
     }
+}
+
+fn fail(e: anyhow::Error) -> ExitCode {
+    eprintln!("mgrp: error: {e:#}");
+    ExitCode::FAILURE
 }

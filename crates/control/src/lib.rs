@@ -21,7 +21,10 @@ pub mod run;
 
 pub use error::Error;
 pub use feed::{Feed, FeedConfig};
-pub use loader::{available_congestion_controls, Controls, Mode, ModeStats};
+pub use loader::{
+    available_congestion_controls, default_congestion_control, registered_modes, Controls, Mode,
+    ModeStats,
+};
 pub use maps::{PathEntry, PathKey, PathParams};
 pub use run::CgroupRun;
 

@@ -99,6 +99,23 @@ pub fn available_congestion_controls() -> Result<Vec<String>, Error> {
     Ok(s.split_whitespace().map(str::to_string).collect())
 }
 
+/// The transfer modes registered in the kernel now (by any process: an agent, `mgrp control
+/// load`).
+pub fn registered_modes() -> Result<Vec<Mode>, Error> {
+    let avail = available_congestion_controls()?;
+    Ok(Mode::ALL
+        .into_iter()
+        .filter(|m| avail.iter().any(|a| a == m.cc_name()))
+        .collect())
+}
+
+/// The congestion control new sockets of this network namespace get by default.
+pub fn default_congestion_control() -> Result<String, Error> {
+    let p = "/proc/sys/net/ipv4/tcp_congestion_control";
+    let s = std::fs::read_to_string(p).map_err(Error::io(p))?;
+    Ok(s.trim().to_string())
+}
+
 /// Checks that hold before any BPF call, so that the error says what is missing.
 pub(crate) fn preflight() -> Result<(), Error> {
     if let Some(why) = NO_BPF {
