@@ -251,16 +251,17 @@ fn print_agent(addr: &str, v: &serde_json::Value) {
         "no-estimate",
         "losses"
     );
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
     for s in v["stats"].as_array().into_iter().flatten() {
         say!(
             "  {:<11} {:>6} {:>7} {:>12} {:>8.1}s {:>11} {:>7}",
             mode_name(&s["mode"]),
-            s["flows_active"],
-            s["flows_opened"],
-            s["acked_bytes"],
+            n(&s["flows_active"]),
+            n(&s["flows_opened"]),
+            n(&s["acked_bytes"]),
             s["limited_s"].as_f64().unwrap_or(0.0),
-            s["acks_no_estimate"],
-            s["losses"]
+            n(&s["acks_no_estimate"]),
+            n(&s["losses"])
         );
     }
     for d in v["destinations"].as_array().into_iter().flatten() {

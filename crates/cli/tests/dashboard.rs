@@ -160,6 +160,9 @@ fn dashboard_shows_live_estimates_in_chromium() {
     assert_eq!(summary["state"], "live", "{summary}");
     assert_eq!(summary["sse"], "open", "{summary}");
     assert!(summary["banner"].is_null(), "{summary}");
+    // No [transfer] in this agent's configuration: no transfer panel.
+    assert_eq!(summary["transfer"], "off", "{summary}");
+    assert!(summary["transfer_status"].is_null(), "{summary}");
     assert!(
         summary["points"].as_u64().unwrap_or(0) >= MIN_POINTS as u64,
         "{summary}"

@@ -6,14 +6,17 @@
  * - per metric of the selected path, its series over the window: /v1/records for 5 min (every
  *   raw estimate with its [low, high] range, drawn as a band), /v1/history for 1 h and 24 h
  *   (mean per step, the band is the step's min–max); its newest estimate: /v1/estimate;
+ * - /v1/transfer: the eBPF transfer modes (per-mode counters, what the map holds per destination),
+ *   shown in their own panel when the agent's configuration has [transfer];
  * - /v1/events (Server-Sent Events): each new avail_bw estimate, drawn as it arrives. A poll
  *   refreshes everything every few seconds, more often when the event stream is unavailable, so
  *   the page keeps working without it.
  * `?access_token=T` in the page's URL is passed on to every API call (clients off localhost).
  *
  * For tests, <body> carries data-state (loading | waiting | live | error), data-points (avail_bw
- * estimates drawn in the top plot), data-sse (off | open | reconnecting | unavailable) and
- * data-error (the banner's text, empty when none).
+ * estimates drawn in the top plot), data-sse (off | open | reconnecting | unavailable),
+ * data-transfer (off | unavailable | available) and data-error (the banner's text, empty when
+ * none).
  */
 (function () {
   'use strict';
@@ -178,8 +181,13 @@
     const path0 = st.path;
     const win = st.win;
     try {
-      const [paths, schedules] = await Promise.all([api('/v1/paths'), api('/v1/schedules')]);
+      const [paths, schedules, transfer] = await Promise.all([
+        api('/v1/paths'),
+        api('/v1/schedules'),
+        api('/v1/transfer'),
+      ]);
       st.schedules = schedules;
+      transferPanel(transfer);
       const known = new Map();
       for (const { path, metric } of paths) {
         if (!known.has(path)) known.set(path, new Set());
@@ -523,6 +531,56 @@
     if (s.last_error && !s.budget_exhausted) html += `<div class="warn">last error: ${esc(s.last_error)}</div>`;
     else if (s.last_error) html += `<div class="warn">${esc(s.last_error)}</div>`;
     el.innerHTML = html;
+  }
+
+  /** Rates in Mbit/s, or a dash. */
+  const mbit = (bps) => (bps == null ? '—' : num(bps / 1e6));
+
+  /** The transfer modes: hidden unless configured; why not when unavailable; else per mode
+   * and per destination. */
+  function transferPanel(t) {
+    const el = $('#transfer');
+    const state = !t.configured ? 'off' : t.available ? 'available' : 'unavailable';
+    document.body.dataset.transfer = state;
+    el.hidden = state === 'off';
+    if (state === 'off') return;
+    const p = t.params || {};
+    el.querySelector('.tstatus').innerHTML =
+      state === 'available'
+        ? `${t.congestion_controls.map((c) => `<span class="method">${esc(c)}</span>`).join(' ')} registered · ` +
+          `g ${p.g} · h ${p.h} · estimates older than ${p.max_age_s} s not acted on` +
+          (p.correct_own_rate ? ' · own rate added back' : ' · <span class="warn">own rate not added back</span>')
+        : `<span class="warn">unavailable: ${esc(t.reason || '?')}</span>`;
+    const modes = (t.stats || []).filter((s) => (t.modes || []).includes(s.mode));
+    el.querySelector('.tmodes').innerHTML = modes.length
+      ? '<tr><th>mode</th><th>flows now</th><th>opened</th><th>acked</th><th>held at cap</th><th>acks without estimate</th><th>losses</th></tr>' +
+        modes
+          .map(
+            (s) =>
+              `<tr><td><span class="method">${esc(s.congestion_control)}</span> ${esc(s.mode.replace('_', '-'))}</td>` +
+              `<td>${s.flows_active}</td><td>${s.flows_opened}</td><td>${bytes(s.acked_bytes)}</td>` +
+              `<td>${s.mode === 'background' ? `${num(s.limited_s)} s` : '—'}</td>` +
+              `<td>${s.acks_no_estimate ? `<span class="warn">${s.acks_no_estimate}</span>` : 0}</td><td>${s.losses}</td></tr>`,
+          )
+          .join('')
+      : '';
+    const dests = t.destinations || [];
+    el.querySelector('.tdests').innerHTML = dests.length
+      ? '<tr><th>destination</th><th>A measured</th><th>own rate (added)</th><th>A written</th><th>background now</th><th>age</th></tr>' +
+        dests
+          .map((d) => {
+            const age =
+              d.age_s == null
+                ? '<span class="warn">no estimate yet: Reno</span>'
+                : `${num(d.age_s)} s${d.stale ? ' <span class="warn">stale: Reno</span>' : ''}`;
+            return (
+              `<tr><td>${esc(d.destination)} <small>${esc(d.origin)}</small></td><td>${mbit(d.a_measured_bps)}</td>` +
+              `<td>${mbit(d.own_rate_bps)}</td><td>${mbit(d.a_written_bps)}</td><td>${mbit(d.own_rate_now_bps)}</td><td>${age}</td></tr>`
+            );
+          })
+          .join('') +
+        '<tr><td colspan="6"><small>rates in Mbit/s</small></td></tr>'
+      : '<tr><td>no destinations: schedule a path ([[path]]) to feed the modes</td></tr>';
   }
 
   function waiting() {

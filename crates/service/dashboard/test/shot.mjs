@@ -103,6 +103,8 @@ try {
       avail_bw_range: text('#card-avail_bw .range'),
       avail_bw_quality: text('#card-avail_bw .quality'),
       status: text('#status'),
+      transfer: d.transfer,
+      transfer_status: document.querySelector('#transfer')?.hidden === false ? text('#transfer .tstatus') : null,
     };
   });
   await page.screenshot({ path: out, fullPage: true });
