@@ -160,7 +160,7 @@ fn reload(service: &mut mgrp_service::Service, path: Option<&std::path::Path>, j
     match result {
         Ok(r) if json => say!("{}", serde_json::json!({ "reload": r }).to_string()),
         Ok(r) => say!(
-            "reloaded {}: {} schedules started, {} stopped, {} kept{}{}",
+            "reloaded {}: {} schedules started, {} stopped, {} kept{}{}{}",
             path.display(),
             r.started.len(),
             r.stopped.len(),
@@ -170,6 +170,9 @@ fn reload(service: &mut mgrp_service::Service, path: Option<&std::path::Path>, j
             } else {
                 ""
             },
+            r.transfer
+                .map(|t| format!(", transfer modes {t}"))
+                .unwrap_or_default(),
             if r.need_restart.is_empty() {
                 String::new()
             } else {

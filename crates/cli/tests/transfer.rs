@@ -1,8 +1,9 @@
 //! The transfer modes as an operator meets them: an `mgrp agent` with a schedule and
 //! `[transfer]` registers the congestion controls and feeds its estimate into their map; a bulk
 //! flow started by `mgrp run --mode background` shows up in the agent's per-mode counters; a
-//! second agent is told why it cannot have them; stopping the agent moves a socket still on
-//! `mgrp_bg` to the default and unregisters the modes. Root and BPF are needed; without them
+//! second agent is told why it cannot have them; a reload changes parameters in place, and one
+//! without `[transfer]` moves a socket still on `mgrp_bg` to the default and unregisters the
+//! modes, as stopping the agent does. Root and BPF are needed; without them
 //! each test says why it is skipped.
 
 use mgrp_testbed::netns::{self, spawn_in};
@@ -100,17 +101,37 @@ fn mgrp_run(tb: &Testbed, script: &str) -> Command {
     c
 }
 
-fn config(dir: &Path) -> std::path::PathBuf {
+/// The agent's configuration: a schedule to rcv, and `transfer` (a `[transfer]` section, or
+/// nothing).
+fn config(dir: &Path, transfer: &str) -> std::path::PathBuf {
     let p = dir.join("agent.toml");
     std::fs::write(
         &p,
         format!(
-            "http = \"{HTTP}\"\n[[path]]\npeer = \"{}\"\nmethod = \"auto\"\nevery = \"30s\"\nbudget = \"50mb\"\n[transfer]\nmax_age = \"60s\"\n",
+            "http = \"{HTTP}\"\n[[path]]\npeer = \"{}\"\nmethod = \"auto\"\nevery = \"30s\"\nbudget = \"50mb\"\n{transfer}",
             Role::Rcv.addr()
         ),
     )
     .unwrap();
     p
+}
+
+const TRANSFER: &str = "[transfer]\nmax_age = \"60s\"\n";
+
+/// SIGHUP with a new configuration; wait until the agent says the transfer modes were `what`.
+fn reload(snd: &AgentProc, dir: &Path, transfer: &str, what: &str) {
+    config(dir, transfer);
+    snd.signal(nix::sys::signal::Signal::SIGHUP);
+    let want = format!("transfer modes {what}");
+    let t0 = Instant::now();
+    while !snd.stdout().contains(&want) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no \"{want}\": {}",
+            snd.stdout()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
@@ -132,7 +153,7 @@ fn the_agent_feeds_the_modes_and_unloads_them() {
     let snd = AgentProc::start(
         &tb,
         Role::Snd,
-        Some(&config(&dir)),
+        Some(&config(&dir, TRANSFER)),
         Some(dir.join("snd.out")),
     );
     let registered = mgrp_control::registered_modes().unwrap();
@@ -255,11 +276,25 @@ fn the_agent_feeds_the_modes_and_unloads_them() {
         serde_json::to_string_pretty(&v).unwrap()
     );
 
-    // A socket still on mgrp_bg when the agent stops is moved to the namespace's default.
-    let mut held = mgrp_run(&tb, &format!("exec 3<>/dev/tcp/{peer}/5412; exec sleep 60"))
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // A reload with other parameters applies them in place: still registered, the entry kept.
+    let written = v["destinations"][0]["a_written_bps"].clone();
+    reload(
+        &snd,
+        &dir,
+        "[transfer]\nmax_age = \"60s\"\ng = 0.5\n",
+        "updated",
+    );
+    let t0 = Instant::now();
+    while transfer(&tb)["params"]["g"] != 0.5 {
+        assert!(t0.elapsed() < Duration::from_secs(2), "{}", transfer(&tb));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let v = transfer(&tb);
+    assert_eq!(v["available"], true, "{v}");
+    assert_eq!(v["destinations"][0]["a_written_bps"], written, "{v}");
+
+    // A socket still on mgrp_bg when the modes go (a reload without [transfer], then the
+    // agent's stop) is moved to the namespace's default.
     let ss = || {
         netns::run(
             "ip",
@@ -274,6 +309,10 @@ fn the_agent_feeds_the_modes_and_unloads_them() {
         )
         .unwrap()
     };
+    let mut held = mgrp_run(&tb, &format!("exec 3<>/dev/tcp/{peer}/5412; exec sleep 60"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let t0 = Instant::now();
     while !ss().contains("mgrp_bg") {
         assert!(
@@ -283,11 +322,6 @@ fn the_agent_feeds_the_modes_and_unloads_them() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    drop(snd);
-    assert!(
-        mgrp_control::registered_modes().unwrap().is_empty(),
-        "left registered after the agent stopped"
-    );
     let default = netns::run(
         "ip",
         &[
@@ -299,10 +333,25 @@ fn the_agent_feeds_the_modes_and_unloads_them() {
         ],
     )
     .unwrap();
+    reload(&snd, &dir, "", "unloaded");
+    assert!(
+        mgrp_control::registered_modes().unwrap().is_empty(),
+        "left registered after a reload without [transfer]"
+    );
     let now = ss();
     assert!(
         !now.contains("mgrp_") && now.contains(default.trim()),
         "socket left on a vanished mode (default {default}): {now}"
+    );
+    assert_eq!(transfer(&tb)["configured"], false);
+    // Back on a reload; gone again when the agent stops.
+    reload(&snd, &dir, TRANSFER, "loaded");
+    assert_eq!(mgrp_control::registered_modes().unwrap().len(), 3);
+    assert_eq!(transfer(&tb)["available"], true);
+    drop(snd);
+    assert!(
+        mgrp_control::registered_modes().unwrap().is_empty(),
+        "left registered after the agent stopped"
     );
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(held.id() as i32),

@@ -112,6 +112,23 @@ impl Feed {
     pub fn last(&self) -> Option<&FeedDecision> {
         self.last.as_ref()
     }
+
+    /// New parameters (an agent's reload), keeping the samples. The last decision's entry is
+    /// made again with them — same A, same time, so it goes stale when it would have — and
+    /// returned for the caller to write.
+    pub fn reconfigure(&mut self, config: FeedConfig) -> Result<Option<FeedDecision>, String> {
+        config.params.validate()?;
+        self.config = config;
+        if let Some(d) = self.last.as_mut() {
+            if !config.correct_own_rate {
+                d.own_rate_bps = 0.0;
+            }
+            d.entry = config
+                .params
+                .entry(d.measured_bps + d.own_rate_bps, d.entry.updated_ns);
+        }
+        Ok(self.last)
+    }
 }
 
 #[cfg(test)]
@@ -166,6 +183,34 @@ mod tests {
             (run(true) - 9e6).abs() / 9e6 < 0.02,
             "corrected flow {}",
             run(true)
+        );
+    }
+
+    #[test]
+    fn reconfiguring_rewrites_the_last_entry_and_keeps_the_samples() {
+        let mut f = Feed::new(FeedConfig::default()).unwrap();
+        assert_eq!(f.reconfigure(FeedConfig::default()), Ok(None));
+        for i in 0..=10 {
+            f.handle_acked(i * S, i * 1_125_000);
+        }
+        f.handle_estimate(10 * S, 1e6, 4 * S, 8 * S);
+        let mut c = FeedConfig::default();
+        c.params.g = 0.5;
+        let d = f.reconfigure(c).unwrap().unwrap();
+        assert_eq!(
+            (d.entry.g_milli, d.entry.avail_bps, d.entry.updated_ns),
+            (500, 10_000_000, 10 * S)
+        );
+        assert_eq!(f.samples.len(), 11);
+        c.correct_own_rate = false;
+        let d = f.reconfigure(c).unwrap().unwrap();
+        assert_eq!((d.own_rate_bps, d.entry.avail_bps), (0.0, 1_000_000));
+        c.params.h = 0;
+        assert!(f.reconfigure(c).is_err());
+        assert_eq!(
+            f.last().unwrap().entry.g_milli,
+            500,
+            "a refused change changes nothing"
         );
     }
 

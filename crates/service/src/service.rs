@@ -29,6 +29,9 @@ pub struct ReloadReport {
     pub token_changed: bool,
     /// Settings that differ but only take effect at the next start.
     pub need_restart: Vec<String>,
+    /// What happened to the transfer modes, if anything: `loaded`, `unloaded`, `reloaded`
+    /// (other modes, or a load that had failed), `updated` (parameters or peers, in place).
+    pub transfer: Option<&'static str>,
 }
 
 struct Running {
@@ -170,7 +173,7 @@ impl Service {
         let Some(t) = &new.transfer else {
             if old.is_some() {
                 self.stop_transfer();
-                rep.stopped.push("transfer modes".into());
+                rep.transfer = Some("unloaded");
             }
             return Ok(());
         };
@@ -183,17 +186,16 @@ impl Service {
                 r.reconfigure(t.clone(), peers(&new.paths));
             }
             if old.as_ref() != Some(t) || new.paths != self.cfg.paths {
-                rep.started
-                    .push("transfer modes: new parameters or peers".into());
+                rep.transfer = Some("updated");
             }
             return Ok(());
         }
+        rep.transfer = Some("loaded");
         if self.transfer.is_some() {
             self.stop_transfer();
-            rep.stopped.push("transfer modes".into());
+            rep.transfer = Some("reloaded");
         }
         self.start_transfer(t, &new.paths)?;
-        rep.started.push("transfer modes".into());
         Ok(())
     }
 

@@ -234,12 +234,8 @@ impl Transfer {
 
     /// A destination's feed under the current parameters; its last entry rewritten with them.
     fn refeed(&self, ip: IpAddr, d: &mut Dest) -> Option<Write> {
-        let last = d.feed.last().copied();
-        d.feed = Feed::new(self.cfg.feed).ok()?;
-        let last = last?;
-        let a = last.measured_bps + last.own_rate_bps;
-        let entry = self.cfg.feed.params.entry(a, last.entry.updated_ns);
-        Some(Write::Set(ip, entry))
+        let last = d.feed.reconfigure(self.cfg.feed).ok()??;
+        Some(Write::Set(ip, last.entry))
     }
 
     /// The destinations whose background bytes are sampled.
@@ -933,6 +929,8 @@ mod tests {
             (d, e.g_milli, e.avail_bps, e.updated_ns),
             (ip(PEER), 500, 10_000_000, 100 * S)
         );
+        // The view still shows it, and the samples stay.
+        assert_eq!(t.view(100 * S)[0].a_written_bps, Some(10_000_000));
         // Unchanged: no writes.
         let same = t.config().clone();
         assert!(t.reconfigure(same, &[ip(PEER)]).is_empty());
