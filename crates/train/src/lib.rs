@@ -8,11 +8,13 @@
 //! Pure data and arithmetic: no clock, no socket. Times that cross crates are typed
 //! ([`MonoNs`], [`WallNs`]) so a monotonic and a wall-clock reading cannot be mixed up.
 
+mod hop;
 mod result;
 mod spec;
 pub mod stats;
 mod time;
 
+pub use hop::{HopClock, HopReply, HopStats, MatchRule};
 pub use result::{
     Arrival, ProbeResult, Quantiles, SendRecord, TrainResult, TrainRiderStats, TrainStats,
     DEFAULT_TOLERANCE_NS,

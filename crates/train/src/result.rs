@@ -1,6 +1,7 @@
 //! What happened to a train: per probe, when it left and when (if) it arrived; per train, the
 //! stats the engine and the estimators judge it by.
 
+use crate::hop::{HopReply, HopStats};
 use crate::spec::TrainSpec;
 use crate::time::{MonoNs, WallNs};
 use serde::{Deserialize, Serialize};
@@ -45,6 +46,10 @@ pub struct ProbeResult {
     pub tx_real_ns: WallNs,
     /// Kernel TX software timestamp: the actual departure, where available.
     pub tx_kernel_ns: Option<WallNs>,
+    /// The ICMP error the path sent back for this probe (TTL expiry at a router, or
+    /// unreachable), if one came and was tied to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop: Option<HopReply>,
 }
 
 /// Median, 99th percentile and maximum of a set of values (ns).
@@ -123,6 +128,10 @@ pub struct TrainResult {
     /// What riders the train carried, if riders are on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub riders: Option<TrainRiderStats>,
+    /// ICMP errors read for this train, present when the train had TTL-limited probes or any
+    /// error came back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hops: Option<HopStats>,
 }
 
 impl TrainResult {
@@ -152,6 +161,7 @@ impl TrainResult {
                     rx_size: None,
                     tx_real_ns: s.real_ns,
                     tx_kernel_ns: s.kernel_ns,
+                    hop: None,
                 }
             })
             .collect();
@@ -191,6 +201,7 @@ impl TrainResult {
             peer,
             start_mono_ns,
             riders: None,
+            hops: None,
             stats: TrainStats {
                 sent,
                 received,
@@ -324,5 +335,43 @@ mod tests {
         let r = TrainResult::assemble(4, "p".into(), &spec, start, &failed, Some((&rx, true)));
         assert_eq!((r.stats.sent, r.stats.send_errors), (3, 1));
         assert!(r.stats.flagged && r.stats.report_truncated);
+    }
+
+    #[test]
+    fn hop_replies_are_optional_in_json_both_ways() {
+        let spec = TrainSpec::uniform(2, 64, 1000);
+        let start = MonoNs(1_000);
+        let mut r =
+            TrainResult::assemble(1, "p".into(), &spec, start, &sends(start, &[0, 1000]), None);
+        // A result without hops writes neither field, so old readers see what they saw.
+        let old = serde_json::to_string(&r).unwrap();
+        assert!(!old.contains("\"hop"), "{old}");
+        let back: TrainResult = serde_json::from_str(&old).unwrap();
+        assert_eq!(back, r);
+        r.probes[0].hop = Some(crate::HopReply {
+            from: "198.18.0.1".parse().unwrap(),
+            icmp_type: 11,
+            icmp_code: 0,
+            rx_mono_ns: MonoNs(2_000),
+            rx_kernel_ns: None,
+            rtt_ns: 1_000,
+            clock: crate::HopClock::User,
+            matched_by: crate::MatchRule::Header,
+        });
+        r.hops = Some(crate::HopStats {
+            matched: 1,
+            silent: 1,
+            ..Default::default()
+        });
+        let new = serde_json::to_string(&r).unwrap();
+        assert!(
+            new.contains(r#""hop":{"from":"198.18.0.1","icmp_type":11"#),
+            "{new}"
+        );
+        assert!(
+            new.contains(r#""clock":"user","matched_by":"header""#),
+            "{new}"
+        );
+        assert_eq!(serde_json::from_str::<TrainResult>(&new).unwrap(), r);
     }
 }
