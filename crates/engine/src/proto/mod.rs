@@ -7,9 +7,11 @@
 //! - [`handshake`]: the HMAC hello exchange, both sides, and the bound on pre-auth connections.
 //! - [`receiver`]: the agent's side of sessions: probe admission and train reports.
 //! - [`sender`]: the client's side: train numbering, probe headers, matching reports.
+//! - [`hops`]: ICMP errors (TTL expiry, unreachable) tied to the probes they quote.
 
 pub mod frames;
 pub mod handshake;
+pub mod hops;
 pub mod receiver;
 pub mod sender;
 

@@ -11,6 +11,8 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct Outgoing {
     pub train: u32,
+    /// The sequence number of the first probe (probe i carries `first_seq + i`).
+    pub first_seq: u32,
     pub packets: Vec<Vec<u8>>,
     pub start: Control,
 }
@@ -56,6 +58,7 @@ impl SenderSession {
         // Train 0 is reserved for riders sent on their own.
         self.next_train = self.next_train.wrapping_add(1).max(1);
         let n = spec.probes.len();
+        let first_seq = self.seq;
         let packets = spec
             .probes
             .iter()
@@ -84,6 +87,7 @@ impl SenderSession {
         self.awaiting = Some(train);
         Ok(Outgoing {
             train,
+            first_seq,
             packets,
             start: Control::TrainStart {
                 train,
@@ -163,6 +167,7 @@ mod tests {
         assert_eq!(hs[2].flags, FLAG_LAST);
         let o2 = s.begin_train(&spec, Duration::from_secs(1)).unwrap();
         assert_eq!(o2.train, 2);
+        assert_eq!((o.first_seq, o2.first_seq), (0, 3));
         assert_eq!(probe::decode(&o2.packets[0]).unwrap().header.seq, 3);
         // Train ids wrap past 0.
         s.next_train = u32::MAX;
