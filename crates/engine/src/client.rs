@@ -4,8 +4,10 @@ use crate::auth::Key;
 use crate::driver::conn::{ClientConn, RecvError};
 use crate::pacer::{Job, Pacer};
 use crate::proto::handshake::{AuthError, ClientHandshake};
+use crate::proto::hops::{HopMatcher, IcmpError, Outcome, SentProbe};
 use crate::proto::sender::{Report, SenderSession};
-use crate::train::{arrivals, MonoNs, TrainResult, TrainSpec};
+use crate::sock::ErrMsg;
+use crate::train::{arrivals, HopStats, MonoNs, TrainResult, TrainSpec};
 use crate::Error;
 use mgrp_wire::control::Control;
 use rand::Rng;
@@ -103,6 +105,10 @@ impl Session {
         }
         udp.connect(peer)
             .map_err(|e| Error::io(format!("connect probe socket to {peer}"), e))?;
+        // One connected socket per session: every probe of a path keeps one 5-tuple (Paris
+        // traceroute's constant flow id, so ECMP keeps them on one path), and the ICMP
+        // errors on its queue are this session's.
+        crate::sock::enable_recverr(&udp, peer.is_ipv6())?;
         let tx_stamps = crate::sock::enable_tx_timestamps(&udp);
         Ok(Session {
             peer,
@@ -158,7 +164,7 @@ impl Session {
     pub fn send_train(&mut self, spec: &TrainSpec) -> Result<TrainResult, Error> {
         let planned = Duration::from_nanos(spec.planned_ns());
         let out = self.proto.begin_train(spec, planned + REPORT_GRACE)?;
-        let train = out.train;
+        let (train, first_seq) = (out.train, out.first_seq);
         self.ctrl.send(&out.start)?;
         let start = mgrp_clock::now_ns() + LEAD_NS;
         let due_ns = spec.offsets().iter().map(|o| start + o).collect();
@@ -183,7 +189,12 @@ impl Session {
             .recv_timeout(planned + Duration::from_secs(30))
             .map_err(|_| Error::Timeout("the pacer did not finish the train".into()))?;
         let rider_stats = riders_done.map(|d| d.finish());
-        self.attach_tx_stamps(&mut sends);
+        let mut early = Vec::new();
+        self.attach_tx_stamps(&mut sends, &mut early);
+        let mut hops = HopMatcher::new(self.proto.session(), train, first_seq, sent(spec, &sends));
+        for e in &early {
+            hops.handle_error(e);
+        }
         let sent = sends.iter().filter(|s| s.mono_ns.is_some()).count() as u16;
         // The peer may already be gone: then the report is simply missing.
         let report = match self.ctrl.send(&self.proto.end_train(train, sent)) {
@@ -203,21 +214,69 @@ impl Session {
             arrived.as_ref().map(|(a, t)| (&a[..], *t)),
         );
         result.riders = rider_stats;
+        self.collect_hops(&mut hops);
+        attach_hops(&mut result, spec, hops);
         Ok(result)
     }
 
-    /// Match kernel TX timestamps to this train's successful sends, in order.
-    fn attach_tx_stamps(&mut self, sends: &mut [crate::train::SendRecord]) {
+    /// Read the ICMP errors of this train until every TTL-limited probe has its reply or
+    /// [`HOP_WAIT`](crate::proto::hops::HOP_WAIT) has passed since the last of them left
+    /// (the matcher also bounds how many are read). Trains without TTL-limited probes read
+    /// what is already queued and do not wait.
+    fn collect_hops(&mut self, hops: &mut HopMatcher) {
+        loop {
+            let mut msgs = Vec::new();
+            crate::sock::drain_errqueue(&self.udp, 64, &mut msgs);
+            for m in &msgs {
+                if let ErrMsg::Icmp(e) = m {
+                    if hops.handle_error(e) == Outcome::Bounded {
+                        return;
+                    }
+                }
+            }
+            let Some(until) = hops.wait_until() else {
+                return;
+            };
+            let now = mgrp_clock::now_ns();
+            if msgs.is_empty() {
+                if now >= until.0 {
+                    return;
+                }
+                std::thread::sleep(Duration::from_nanos((until.0 - now).min(1_000_000)));
+            }
+        }
+    }
+
+    /// Match kernel TX timestamps to this train's successful sends, in order. ICMP errors read
+    /// on the way go to `errors` (bounded like the matcher's reads).
+    fn attach_tx_stamps(
+        &mut self,
+        sends: &mut [crate::train::SendRecord],
+        errors: &mut Vec<IcmpError>,
+    ) {
+        let cap = 2 * sends.len() + crate::proto::hops::EXTRA_READS;
+        let mut stamps = Vec::new();
+        let mut read = |stamps: &mut Vec<_>| {
+            let mut msgs = Vec::new();
+            crate::sock::drain_errqueue(&self.udp, cap, &mut msgs);
+            for m in msgs {
+                match m {
+                    ErrMsg::TxStamp(id, t) => stamps.push((id, t)),
+                    ErrMsg::Icmp(e) if errors.len() < cap => errors.push(e),
+                    ErrMsg::Icmp(_) => {}
+                }
+            }
+        };
         if !self.tx_stamps {
+            read(&mut stamps);
             return;
         }
         let ok = sends.iter().filter(|s| s.mono_ns.is_some()).count() as u32;
         let first = self.tx_id;
         self.tx_id = self.tx_id.wrapping_add(ok);
-        let mut stamps = Vec::with_capacity(ok as usize);
         // They are queued as the packets reach the device; give stragglers a few ms.
         for _ in 0..20 {
-            crate::sock::drain_tx_timestamps(&self.udp, &mut stamps);
+            read(&mut stamps);
             if stamps.len() >= ok as usize {
                 break;
             }
@@ -242,6 +301,35 @@ impl Session {
                 Ok(None) | Err(_) => return None,
             }
         }
+    }
+}
+
+/// What the matcher needs of each probe as it left.
+fn sent(spec: &TrainSpec, sends: &[crate::train::SendRecord]) -> Vec<SentProbe> {
+    spec.probes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let s = sends.get(i).copied().unwrap_or_default();
+            SentProbe {
+                ttl: p.ttl,
+                mono: s.mono_ns,
+                kernel: s.kernel_ns,
+            }
+        })
+        .collect()
+}
+
+/// Put each probe's reply into the result; the train's hop accounting when it had
+/// TTL-limited probes or anything came back.
+fn attach_hops(result: &mut TrainResult, spec: &TrainSpec, hops: HopMatcher) {
+    let (replies, stats) = hops.finish();
+    for (p, r) in result.probes.iter_mut().zip(replies) {
+        p.hop = r;
+    }
+    let ttl = spec.probes.iter().any(|p| p.ttl.is_some());
+    if ttl || stats != HopStats::default() {
+        result.hops = Some(stats);
     }
 }
 

@@ -70,18 +70,57 @@ impl Drop for Pacer {
     }
 }
 
-fn set_ttl(sock: &UdpSocket, ttl: u8) {
+fn set_ttl(sock: &UdpSocket, v6: bool, ttl: u8) {
     let v: libc::c_int = ttl as libc::c_int;
+    let (level, name) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_TTL)
+    };
     // SAFETY: setsockopt on a valid fd with an int-sized option value.
     unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_TTL,
+            level,
+            name,
             (&v as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
+}
+
+/// Errors an ICMP error leaves pending on a socket with `IP_RECVERR`: the kernel fails the
+/// next send with it once (and clears it), though nothing is wrong with that send.
+fn icmp_pending(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EHOSTUNREACH
+                | libc::ENETUNREACH
+                | libc::ECONNREFUSED
+                | libc::EHOSTDOWN
+                | libc::ENOPROTOOPT
+                | libc::EPROTO
+                | libc::EACCES
+                | libc::EOPNOTSUPP
+                | libc::EMSGSIZE
+        )
+    )
+}
+
+/// Send one probe; a send that only reported an earlier probe's ICMP error is tried again
+/// (twice at most: a real error fails again at once). Returns the clock just before the send
+/// that went out.
+fn send_probe(sock: &UdpSocket, pkt: &[u8]) -> Option<u64> {
+    for _ in 0..3 {
+        let t = now_ns();
+        match sock.send(pkt) {
+            Ok(_) => return Some(t),
+            Err(e) if icmp_pending(&e) => continue,
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// Ask for real-time scheduling (needs CAP_SYS_NICE; without it the pacer still works, with
@@ -103,11 +142,12 @@ fn run(rx: Receiver<Job>) {
     while let Ok(mut job) = rx.recv() {
         let mut records = Vec::with_capacity(job.packets.len());
         let mut ttl_now: Option<u8> = None;
+        let v6 = job.sock.local_addr().is_ok_and(|a| a.is_ipv6());
         for (i, pkt) in job.packets.iter_mut().enumerate() {
             let due = job.due_ns[i];
             let want_ttl = job.ttls[i];
             if want_ttl != ttl_now {
-                set_ttl(&job.sock, want_ttl.unwrap_or(64));
+                set_ttl(&job.sock, v6, want_ttl.unwrap_or(64));
                 ttl_now = want_ttl;
             }
             // Sleep only where the wait is long (before the train, or a long gap); inside a
@@ -124,16 +164,15 @@ fn run(rx: Receiver<Job>) {
             }
             let real = realtime_ns();
             let _ = mgrp_wire::probe::stamp(pkt, real);
-            let t = now_ns();
-            let ok = job.sock.send(pkt).is_ok();
+            let sent = send_probe(&job.sock, pkt);
             records.push(SendRecord {
-                mono_ns: ok.then_some(MonoNs(t)),
+                mono_ns: sent.map(MonoNs),
                 real_ns: WallNs(real),
                 kernel_ns: None,
             });
         }
         if ttl_now.is_some() {
-            set_ttl(&job.sock, 64);
+            set_ttl(&job.sock, v6, 64);
         }
         let _ = job.done.send(records);
     }

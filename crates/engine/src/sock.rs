@@ -1,11 +1,13 @@
-//! Socket details: kernel receive timestamps.
+//! Socket details: kernel receive and transmit timestamps, and the error queue (TX stamps,
+//! ICMP errors for our probes).
 
+use crate::proto::hops::{IcmpError, Origin, QUOTE_MAX};
 use crate::Error;
 use nix::sys::socket::{
     recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, SockaddrStorage,
 };
 use std::io::IoSliceMut;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
 /// Ask the kernel to timestamp every received datagram (SO_TIMESTAMPNS: CLOCK_REALTIME ns,
@@ -60,56 +62,117 @@ pub fn recv_timestamped(sock: &UdpSocket, buf: &mut [u8]) -> std::io::Result<Dat
 
 /// Ask the kernel for a software timestamp of every sent datagram (SO_TIMESTAMPING,
 /// CLOCK_REALTIME, taken as the packet goes to the device), delivered on the error queue with a
-/// per-socket counter. Returns whether the kernel accepted it.
+/// per-socket counter, and for a software RX timestamp of what arrives (the ICMP errors on the
+/// same queue). Returns whether the kernel accepted it.
 pub fn enable_tx_timestamps(sock: &UdpSocket) -> bool {
     use nix::sys::socket::TimestampingFlag as F;
     let flags = F::SOF_TIMESTAMPING_TX_SOFTWARE
+        | F::SOF_TIMESTAMPING_RX_SOFTWARE
         | F::SOF_TIMESTAMPING_SOFTWARE
         | F::SOF_TIMESTAMPING_OPT_ID
         | F::SOF_TIMESTAMPING_OPT_TSONLY;
     setsockopt(sock, sockopt::Timestamping, &flags).is_ok()
 }
 
-/// Collect pending TX timestamps from the error queue: (counter, CLOCK_REALTIME ns).
-pub fn drain_tx_timestamps(sock: &UdpSocket, out: &mut Vec<(u32, mgrp_train::WallNs)>) {
-    loop {
-        let mut buf = [0u8; 64];
-        let mut iov = [IoSliceMut::new(&mut buf)];
-        let mut cmsg = nix::cmsg_space!(
-            nix::sys::socket::Timestamps,
-            libc::sock_extended_err,
-            libc::sockaddr_in
-        );
-        let Ok(msg) = recvmsg::<SockaddrStorage>(
-            sock.as_raw_fd(),
-            &mut iov,
-            Some(&mut cmsg),
-            MsgFlags::MSG_ERRQUEUE | MsgFlags::MSG_DONTWAIT,
-        ) else {
-            return;
+/// Queue ICMP errors for our probes (time exceeded, unreachable) on the socket's error queue
+/// (`IP_RECVERR`, or `IPV6_RECVERR` on an IPv6 socket): no raw socket needed. A side effect
+/// the pacer copes with: each error also fails the next send once (see `pacer`).
+pub fn enable_recverr(sock: &UdpSocket, v6: bool) -> Result<(), Error> {
+    let r = if v6 {
+        setsockopt(sock, sockopt::Ipv6RecvErr, &true)
+    } else {
+        setsockopt(sock, sockopt::Ipv4RecvErr, &true)
+    };
+    r.map_err(|e| Error::io("enable IP_RECVERR", std::io::Error::from(e)))
+}
+
+/// One message of a probe socket's error queue.
+#[derive(Debug)]
+pub enum ErrMsg {
+    /// A kernel TX timestamp: (counter, CLOCK_REALTIME ns).
+    TxStamp(u32, mgrp_train::WallNs),
+    /// An ICMP error (or a local one) with what it quotes of our probe.
+    Icmp(IcmpError),
+}
+
+/// Read at most `max` messages from the error queue without waiting; returns how many.
+pub fn drain_errqueue(sock: &UdpSocket, max: usize, out: &mut Vec<ErrMsg>) -> usize {
+    let mut n = 0;
+    while n < max {
+        let Some(m) = read_errqueue(sock) else {
+            break;
         };
-        let (mut id, mut ts) = (None, None);
-        if let Ok(cmsgs) = msg.cmsgs() {
-            for c in cmsgs {
-                match c {
-                    ControlMessageOwned::ScmTimestampsns(t) => {
-                        ts = Some(mgrp_train::WallNs(
-                            t.system.tv_sec() as u64 * 1_000_000_000 + t.system.tv_nsec() as u64,
-                        ))
-                    }
-                    ControlMessageOwned::Ipv4RecvErr(e, _)
-                        if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING =>
-                    {
-                        id = Some(e.ee_data)
-                    }
-                    _ => {}
-                }
-            }
+        n += 1;
+        if let Some(m) = m {
+            out.push(m);
         }
-        if let (Some(id), Some(ts)) = (id, ts) {
-            if ts.0 > 0 {
-                out.push((id, ts));
+    }
+    n
+}
+
+/// One error-queue message: `None` when the queue is empty, `Some(None)` for one that is
+/// neither a TX stamp nor an error (skipped).
+fn read_errqueue(sock: &UdpSocket) -> Option<Option<ErrMsg>> {
+    let mut buf = [0u8; QUOTE_MAX];
+    let mut iov = [IoSliceMut::new(&mut buf)];
+    let mut cmsg = nix::cmsg_space!(
+        nix::sys::socket::Timestamps,
+        libc::sock_extended_err,
+        libc::sockaddr_in6
+    );
+    let msg = recvmsg::<SockaddrStorage>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut cmsg),
+        MsgFlags::MSG_ERRQUEUE | MsgFlags::MSG_DONTWAIT,
+    )
+    .ok()?;
+    // Read both clocks now: a kernel RX stamp is placed on the monotonic clock from them.
+    let (mono_now, real_now) = (mgrp_clock::now_ns(), mgrp_clock::realtime_ns());
+    let len = msg.bytes.min(QUOTE_MAX);
+    let (mut ts, mut ee, mut offender) = (None, None, None);
+    if let Ok(cmsgs) = msg.cmsgs() {
+        for c in cmsgs {
+            match c {
+                ControlMessageOwned::ScmTimestampsns(t) => {
+                    let ns = t.system.tv_sec() as u64 * 1_000_000_000 + t.system.tv_nsec() as u64;
+                    ts = (ns > 0).then_some(mgrp_train::WallNs(ns));
+                }
+                ControlMessageOwned::Ipv4RecvErr(e, a) => {
+                    ee = Some(e);
+                    offender =
+                        a.map(|a| IpAddr::V4(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr))));
+                }
+                ControlMessageOwned::Ipv6RecvErr(e, a) => {
+                    ee = Some(e);
+                    offender = a.map(|a| IpAddr::V6(Ipv6Addr::from(a.sin6_addr.s6_addr)));
+                }
+                _ => {}
             }
         }
     }
+    let Some(ee) = ee else {
+        return Some(None);
+    };
+    if ee.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING {
+        return Some(ts.map(|t| ErrMsg::TxStamp(ee.ee_data, t)));
+    }
+    let origin = match ee.ee_origin {
+        libc::SO_EE_ORIGIN_ICMP => Origin::Icmp,
+        libc::SO_EE_ORIGIN_ICMP6 => Origin::Icmp6,
+        o => Origin::Other(o),
+    };
+    let rx_mono = match ts {
+        Some(k) => mgrp_train::MonoNs(mono_now.saturating_sub(real_now.saturating_sub(k.0))),
+        None => mgrp_train::MonoNs(mono_now),
+    };
+    Some(Some(ErrMsg::Icmp(IcmpError {
+        origin,
+        icmp_type: ee.ee_type,
+        icmp_code: ee.ee_code,
+        offender,
+        quote: buf[..len].to_vec(),
+        rx_mono,
+        rx_kernel: ts,
+    })))
 }

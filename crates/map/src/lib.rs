@@ -1,0 +1,23 @@
+//! Paths between agents: traceroute, the parallel traceroute that Tneck samples, and later
+//! Netmapper's planning.
+//!
+//! - [`trace`]: sans-IO. Which trains to send (TTL-limited probes over an engine session),
+//!   what each round says per hop, the report over rounds, loops and silent routers.
+//! - [`run`]: the thin I/O driver over [`mgrp_engine::client::Session`]: `mgrp trace` and the
+//!   parallel traceroute as a library call.
+//!
+//! How replies are tied to probes (the engine's ICMP error queue) is in `docs/trace.md`.
+
+pub mod run;
+pub mod trace;
+
+pub use run::{parallel_traceroute, trace};
+pub use trace::{Answer, HopRow, Round, TraceConfig, TraceError, TraceReport, Tracer};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Trace(#[from] TraceError),
+    #[error("{0}")]
+    Engine(#[from] mgrp_engine::Error),
+}
