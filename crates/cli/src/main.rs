@@ -15,6 +15,7 @@ mod riders_bench;
 mod signals;
 mod testbed_cmd;
 mod topo_cmd;
+mod trace_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -41,6 +42,8 @@ enum Command {
     Probe(probe_cmd::ProbeArgs),
     /// Estimate capacity and available bandwidth to a peer agent.
     Estimate(estimate_cmd::EstimateArgs),
+    /// The path to a peer agent hop by hop: routers' addresses and delays (TTL-limited probes).
+    Trace(trace_cmd::TraceArgs),
     /// Available bandwidth from existing TCP traffic (Wren), live or from a pcap; no probes.
     Passive(passive_cmd::PassiveArgs),
     /// Run a command with its TCP sockets on a transfer mode (background, full-speed, ledbat).
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Probe(a) => probe_cmd::run(a),
         Command::Estimate(a) => estimate_cmd::run(a),
         Command::Passive(a) => passive_cmd::run(a),
+        Command::Trace(a) => trace_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -205,6 +205,9 @@ impl Session {
             self.proto.abandon();
         }
         let arrived = report.as_ref().map(|r| (arrivals(&r.records), r.truncated));
+        for a in arrived.iter().flat_map(|(a, _)| a) {
+            hops.arrived(a.index);
+        }
         let mut result = TrainResult::assemble(
             train,
             self.peer.to_string(),

@@ -130,6 +130,8 @@ pub struct HopMatcher {
     first_seq: u32,
     probes: Vec<SentProbe>,
     replies: Vec<Option<HopReply>>,
+    /// The receiver reported these probes: they drew no reply to wait for.
+    arrived: Vec<bool>,
     stats: HopStats,
     reads: usize,
     max_reads: usize,
@@ -144,6 +146,7 @@ impl HopMatcher {
             train,
             first_seq,
             replies: vec![None; n],
+            arrived: vec![false; n],
             probes,
             stats: HopStats::default(),
             reads: 0,
@@ -267,35 +270,38 @@ impl HopMatcher {
         }
     }
 
-    /// Until when a reply is still worth waiting for: [`HOP_WAIT`] after the last TTL-limited
-    /// probe that left, while one of them has none. `None`: nothing to wait for.
-    pub fn wait_until(&self) -> Option<MonoNs> {
-        let waiting = self
-            .probes
+    /// The receiver got probe `index`: it expired nowhere, so no reply is awaited for it.
+    pub fn arrived(&mut self, index: u16) {
+        if let Some(a) = self.arrived.get_mut(index as usize) {
+            *a = true;
+        }
+    }
+
+    /// Probes that left with a TTL, did not reach the receiver and have no reply yet.
+    fn unanswered(&self) -> impl Iterator<Item = &SentProbe> {
+        self.probes
             .iter()
             .zip(&self.replies)
-            .any(|(p, r)| p.ttl.is_some() && p.mono.is_some() && r.is_none());
-        if !waiting || self.reads >= self.max_reads {
+            .zip(&self.arrived)
+            .filter(|((p, r), a)| p.ttl.is_some() && p.mono.is_some() && r.is_none() && !**a)
+            .map(|((p, _), _)| p)
+    }
+
+    /// Until when a reply is still worth waiting for: [`HOP_WAIT`] after the last TTL-limited
+    /// probe that left and neither drew a reply nor reached the receiver. `None`: nothing to
+    /// wait for.
+    pub fn wait_until(&self) -> Option<MonoNs> {
+        if self.reads >= self.max_reads {
             return None;
         }
-        let last = self
-            .probes
-            .iter()
-            .filter(|p| p.ttl.is_some())
-            .filter_map(|p| p.mono)
-            .max()?;
+        let last = self.unanswered().filter_map(|p| p.mono).max()?;
         Some(last.add_ns(HOP_WAIT.as_nanos() as u64))
     }
 
     /// The replies, per probe, and the train's accounting (TTL-limited probes left without a
     /// reply count as silent).
     pub fn finish(mut self) -> (Vec<Option<HopReply>>, HopStats) {
-        self.stats.silent = self
-            .probes
-            .iter()
-            .zip(&self.replies)
-            .filter(|(p, r)| p.ttl.is_some() && p.mono.is_some() && r.is_none())
-            .count() as u32;
+        self.stats.silent = self.unanswered().count() as u32;
         (self.replies, self.stats)
     }
 }
@@ -526,6 +532,16 @@ mod tests {
             m.handle_error(&err(&probe(7, 3, i), R1, 100));
         }
         assert_eq!(m.wait_until(), None);
+        // Probes the receiver got are not waited for.
+        let mut m = matcher();
+        m.handle_error(&err(&probe(7, 3, 0), R1, 100));
+        m.arrived(3);
+        assert_eq!(m.wait_until(), Some(MonoNs(20_000 + 1_000_000_000)));
+        m.arrived(1);
+        m.arrived(2);
+        m.arrived(99); // not a probe of the train: ignored
+        assert_eq!(m.wait_until(), None);
+        assert_eq!(m.finish().1.silent, 0);
         // No TTL-limited probe: nothing to wait for either.
         let m = HopMatcher::new(7, 3, 100, vec![SentProbe::default()]);
         assert_eq!(m.wait_until(), None);
