@@ -111,7 +111,7 @@ fn icmp_pending(e: &std::io::Error) -> bool {
 /// Send one probe; a send that only reported an earlier probe's ICMP error is tried again
 /// (twice at most: a real error fails again at once). Returns the clock just before the send
 /// that went out.
-fn send_probe(sock: &UdpSocket, pkt: &[u8]) -> Option<u64> {
+pub(crate) fn send_probe(sock: &UdpSocket, pkt: &[u8]) -> Option<u64> {
     for _ in 0..3 {
         let t = now_ns();
         match sock.send(pkt) {

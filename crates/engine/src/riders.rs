@@ -375,7 +375,10 @@ fn send_standalone(s: &SendShared, dst: Ipv4Addr, c: &RiderChunk) {
     let rider = tagged(&s.key, &h, c);
     let size = probe::header_len(Some(c.data.len()));
     let mut buf = vec![0u8; size];
-    if probe::encode(&h, Some(&rider), size, &mut buf).is_err() || link.udp.send(&buf).is_err() {
+    // The probe socket queues ICMP errors: a send may only report an earlier one (retried).
+    if probe::encode(&h, Some(&rider), size, &mut buf).is_err()
+        || crate::pacer::send_probe(&link.udp, &buf).is_none()
+    {
         k.send_errors.fetch_add(1, Ordering::Relaxed);
         return;
     }
