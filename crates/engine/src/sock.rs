@@ -176,3 +176,83 @@ fn read_errqueue(sock: &UdpSocket) -> Option<Option<ErrMsg>> {
         rx_kernel: ts,
     })))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::hops::{HopMatcher, Outcome, SentProbe};
+    use std::time::Duration;
+
+    /// No root needed: a probe to a closed loopback port draws an ICMP port unreachable, which
+    /// the error queue hands back with the quote, the sender and a kernel RX stamp.
+    #[test]
+    fn a_port_unreachable_comes_back_through_the_error_queue() {
+        let closed = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dst = closed.local_addr().unwrap();
+        drop(closed);
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.connect(dst).unwrap();
+        enable_recverr(&sock, false).unwrap();
+        let stamps = enable_tx_timestamps(&sock);
+        let h = mgrp_wire::probe::ProbeHeader {
+            session: 7,
+            seq: 40,
+            train: 2,
+            index: 0,
+            train_len: 1,
+            ..Default::default()
+        };
+        let mut pkt = vec![0u8; 100];
+        mgrp_wire::probe::encode(&h, None, 100, &mut pkt).unwrap();
+        let sent = crate::pacer::send_probe(&sock, &pkt).expect("first send");
+        // The error makes the next plain send fail once though nothing is wrong with it; the
+        // pacer's send goes out.
+        std::thread::sleep(Duration::from_millis(20));
+        let e = sock.send(&pkt).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{e}");
+        let (mut msgs, mut tx, mut icmp) = (Vec::new(), None, None);
+        for _ in 0..200 {
+            drain_errqueue(&sock, 16, &mut msgs);
+            for m in msgs.drain(..) {
+                match m {
+                    ErrMsg::TxStamp(_, t) => tx = tx.or(Some(t)),
+                    ErrMsg::Icmp(e) => icmp = icmp.or(Some(e)),
+                }
+            }
+            if icmp.is_some() && (tx.is_some() || !stamps) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let e = icmp.expect("an ICMP error on the queue");
+        assert_eq!((e.origin, e.icmp_type, e.icmp_code), (Origin::Icmp, 3, 3));
+        assert_eq!(e.offender, Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        assert_eq!(e.quote, pkt[..QUOTE_MAX]);
+        let mut m = HopMatcher::new(
+            7,
+            2,
+            40,
+            vec![SentProbe {
+                ttl: None,
+                mono: Some(mgrp_train::MonoNs(sent)),
+                kernel: tx,
+            }],
+        );
+        assert_eq!(m.handle_error(&e), Outcome::Matched(0));
+        let r = m.finish().0[0].unwrap();
+        if stamps {
+            assert!(
+                e.rx_kernel.is_some(),
+                "kernel RX stamp with SO_TIMESTAMPING"
+            );
+            assert_eq!(r.clock, mgrp_train::HopClock::Kernel);
+        }
+        assert!(r.rtt_ns < 1_000_000_000, "{r:?}");
+        // Reading the queue cleared the pending error; make one pending again: the pacer's
+        // send still goes out (it sends again past it).
+        drain_errqueue(&sock, 64, &mut msgs);
+        sock.send(&pkt).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(crate::pacer::send_probe(&sock, &pkt).is_some());
+    }
+}
