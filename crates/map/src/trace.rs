@@ -480,14 +480,13 @@ fn row_line(h: &HopRow) -> String {
     }
     let d = |v: Option<i64>| v.map_or("*".to_string(), ms);
     let tag = if h.agent { " (1-way)" } else { "" };
+    let replies = format!("{}/{}", h.replies, h.sent);
     format!(
-        "{:>3}  {:<28} {:>10} {:>10} {:>3}/{:<3}{tag}\n",
+        "{:>3}  {:<28} {:>10} {:>10} {replies:>7}{tag}\n",
         h.ttl,
         addr,
         d(h.min_ns),
         d(h.median_ns),
-        h.replies,
-        h.sent
     )
 }
 
@@ -638,7 +637,7 @@ mod tests {
         let table = rep.table();
         assert!(table.contains("198.18.3.2 (agent)"), "{table}");
         assert!(table.contains("(1-way)"), "{table}");
-        assert!(table.contains("2.000      2.100   3/3"), "{table}");
+        assert!(table.contains("2.000      2.100     3/3\n"), "{table}");
         let json = serde_json::to_string(&rep).unwrap();
         assert_eq!(serde_json::from_str::<TraceReport>(&json).unwrap(), rep);
     }
