@@ -194,6 +194,10 @@ mod tests {
         sock.connect(dst).unwrap();
         enable_recverr(&sock, false).unwrap();
         let stamps = enable_tx_timestamps(&sock);
+        // The kernel turns RX timestamping on for the whole host from a work queue after the
+        // first socket asks (net_enable_timestamp): an ICMP error that comes back at once may
+        // beat it when no other socket had stamps on (a CI run: no RX stamp).
+        std::thread::sleep(Duration::from_millis(100));
         let h = mgrp_wire::probe::ProbeHeader {
             session: 7,
             seq: 40,

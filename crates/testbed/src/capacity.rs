@@ -239,6 +239,18 @@ pub fn measure(
 /// the default testbed's bottleneck: the measured flow's rate past it over the middle half of a
 /// run of `secs` (start-up and drain left out).
 pub fn saturating_flow(tb: &Testbed, pattern: &str, port: u16, secs: f64) -> Result<f64, Error> {
+    saturating_flow_window(tb, pattern, port, secs).map(|w| w.fg_bps)
+}
+
+/// [`saturating_flow`]'s ground truth over the middle half of the flow: what it got through
+/// (`fg_bps`) and what its sender offered (`offered_fg_bps`, short of the shaper's rate when the
+/// sender itself is starved of CPU).
+pub fn saturating_flow_window(
+    tb: &Testbed,
+    pattern: &str,
+    port: u16,
+    secs: f64,
+) -> Result<crate::Bin, Error> {
     let sampler = TruthSampler::start(tb, Duration::from_millis(50))?;
     let ends = Endpoints {
         src_ns: tb.ns(Role::Snd),
@@ -257,7 +269,6 @@ pub fn saturating_flow(tb: &Testbed, pattern: &str, port: u16, secs: f64) -> Res
     let at = |f: f64| start + (secs * f * 1e9) as u64;
     truth
         .window(at(0.25), at(0.75))
-        .map(|w| w.fg_bps)
         .ok_or_else(|| Error::Counters("no ground truth over the flow".into()))
 }
 

@@ -12,8 +12,10 @@ fn measured_capacity_is_what_a_saturating_flow_gets() {
         let at_up = tb.capacity();
         assert_eq!(at_up.configured_bps, mbit * 1e6);
         let m0 = at_up.measured_bps.expect("measured at up");
-        let udp =
-            capacity::saturating_flow(&tb, &format!("cbr:{}mbit", mbit * 1.25), 5198, 2.0).unwrap();
+        let udp_w =
+            capacity::saturating_flow_window(&tb, &format!("cbr:{}mbit", mbit * 1.25), 5198, 2.0)
+                .unwrap();
+        let udp = udp_w.fg_bps;
         let m1 = tb.measure_capacity().unwrap().bps();
         let tcp = capacity::saturating_flow(&tb, "tcp:4", 5198, 3.0).unwrap();
         let m2 = tb.measure_capacity().unwrap().bps();
@@ -38,13 +40,24 @@ fn measured_capacity_is_what_a_saturating_flow_gets() {
         // VM's shaper and they are CPU-bound (0.89-1.005): they say nothing about the link there
         // and are not held to it.
         let margin = if mbit <= 20.0 { 0.05 } else { 0.03 };
-        let mut checks = vec![("UDP", udp)];
-        if mbit <= 20.0 {
-            checks.push(("TCP", tcp));
-        }
         let floods = [m0, m1, m2];
         let lo = floods.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = floods.iter().copied().fold(0.0, f64::max);
+        let mut checks = Vec::new();
+        // A sender starved of CPU (a CI run while two builds shared the 2 cores: 200 Mbit/s UDP
+        // offered and got 186 against floods of 195-198) does not saturate the shaper, and then
+        // says nothing about its rate: the check needs the offered load above the floods.
+        if udp_w.offered_fg_bps >= lo * (1.0 - margin) {
+            checks.push(("UDP", udp));
+        } else {
+            eprintln!(
+                "{mbit} Mbit/s: UDP sender offered only {:.2} Mbit/s (CPU-starved), not a saturating flow here",
+                udp_w.offered_fg_bps / 1e6
+            );
+        }
+        if mbit <= 20.0 {
+            checks.push(("TCP", tcp));
+        }
         for (what, flow) in checks {
             assert!(
                 flow >= lo * (1.0 - margin) && flow <= hi * (1.0 + margin),
