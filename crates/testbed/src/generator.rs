@@ -312,11 +312,7 @@ impl CrossTraffic {
             flows_completed: s.flows_completed.load(Ordering::Relaxed),
             flows_skipped: s.flows_skipped.load(Ordering::Relaxed),
             flows_failed: s.flows_failed.load(Ordering::Relaxed),
-            flow_times: s
-                .flow_times
-                .lock()
-                .map(|v| v.clone())
-                .unwrap_or_default(),
+            flow_times: s.flow_times.lock().map(|v| v.clone()).unwrap_or_default(),
             flow_times_dropped: s.flow_times_dropped.load(Ordering::Relaxed),
         })
     }
