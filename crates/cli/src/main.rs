@@ -6,6 +6,7 @@ mod bench_cmd;
 mod capacity_bench;
 mod estimate_cmd;
 mod methods;
+mod modes_bench;
 mod output;
 mod passive_bench;
 mod passive_cmd;
