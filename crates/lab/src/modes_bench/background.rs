@@ -1,7 +1,7 @@
 //! The background and web scenarios on the `access_bg` topology: four foreground senders behind
 //! their own access links, a background host, one shared link, RTT 40 ms (seed 001 §5.5).
 
-use super::flow::{BulkFlow, TcpStats};
+use super::flow::{tcp_sysctls, BulkFlow, TcpStats};
 use super::metrics::{first_sustained, ratio, spare_share, Completion, Spread, HOLD_BINS};
 use super::{
     buffer_text, ccs_of, each_cc, mbit, ok_figures, pause_until, secs_ns, Brief, ModesConfig,
@@ -88,6 +88,9 @@ impl AccessPath {
             .map(|c| c.bps())
             .ok_or_else(|| Error::Config("the shared link has no capacity".into()))?;
         let rtt = path_rtt(t, bg, rcv);
+        for &host in senders.iter().chain([&bg, &rcv]) {
+            tcp_sysctls(&tb.ns(host), false)?;
+        }
         Ok(AccessPath {
             senders,
             bg,

@@ -45,16 +45,19 @@ pub fn check_available(ns: &str, cc: &str) -> Result<()> {
     )))
 }
 
-/// Raise the TCP buffer limits of namespace `ns` so that a window of a large BDP (plus its
-/// queue) fits; the namespace's own sysctls, gone with it.
-pub fn large_tcp_buffers(ns: &str) -> Result<()> {
+/// TCP settings of a host namespace the bench sends from or to (its own sysctls, gone with it):
+/// no metrics cached per destination, so a run does not start from what the previous run's
+/// flow (another CC) left; with `large_buffers`, buffer limits that fit the window of a large
+/// BDP plus its queue.
+pub fn tcp_sysctls(ns: &str, large_buffers: bool) -> Result<()> {
     let max = 64 << 20;
-    mgrp_testbed::netns::sh_in(
-        ns,
-        &format!(
+    let mut s = String::from("sysctl -qw net.ipv4.tcp_no_metrics_save=1\n");
+    if large_buffers {
+        s.push_str(&format!(
             "sysctl -qw net.ipv4.tcp_rmem='4096 131072 {max}' net.ipv4.tcp_wmem='4096 16384 {max}'\n"
-        ),
-    )?;
+        ));
+    }
+    mgrp_testbed::netns::sh_in(ns, &s)?;
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! The full-speed scenarios on the default testbed path (snd → r1 ═ r2 → rcv, delay on the
 //! reverse path): a high-BDP path (seed 001 §5.6) and a slow lossy one (§5.7).
 
-use super::flow::{large_tcp_buffers, BulkFlow, TcpStats};
+use super::flow::{tcp_sysctls, BulkFlow, TcpStats};
 use super::metrics::{first_sustained, ratio, Spread, HOLD_BINS};
 use super::{
     buffer_text, ccs_of, each_cc, mbit, ok_figures, pause_until, secs_ns, Brief, ModesConfig,
@@ -41,7 +41,7 @@ fn path_up(
         DelayMode::Thread,
     )?;
     for role in [Role::Snd, Role::Rcv] {
-        large_tcp_buffers(&tb.ns(role))?;
+        tcp_sysctls(&tb.ns(role), true)?;
     }
     Ok(tb)
 }
