@@ -101,7 +101,9 @@ impl BulkFlow {
         let received = Arc::new(AtomicU64::new(0));
         let (tx, rx) = channel();
         let (dst, s, r) = (ends.dst, stop.clone(), received.clone());
-        let sink = spawn_in(&ends.dst_ns, "modes-sink", move || sink(dst, &s, &r, tx))?;
+        let sink = spawn_in(&ends.dst_ns, "modes-sink", move || {
+            sink(dst, &s, &r, max, tx)
+        })?;
         let mut flow = BulkFlow {
             stop,
             received,
@@ -201,11 +203,12 @@ fn transient(e: &std::io::Error) -> bool {
 }
 
 /// Accept one connection (within [`CONNECT_TIMEOUT`] of the sender starting) and read it until
-/// `stop` or its end.
+/// `stop`, its end, or `max` after it was accepted.
 fn sink(
     addr: SocketAddr,
     stop: &AtomicBool,
     received: &AtomicU64,
+    max: Duration,
     ready: Sender<Result<(), StartErr>>,
 ) -> Result<(), mgrp_testbed::Error> {
     let listener = match TcpListener::bind(addr).and_then(|l| l.set_nonblocking(true).map(|_| l)) {
@@ -233,7 +236,8 @@ fn sink(
         .and_then(|_| conn.set_read_timeout(Some(POLL)))
         .map_err(|e| gen_err("flow sink", e))?;
     let mut buf = vec![0u8; 256 * 1024];
-    while !stop.load(Ordering::Relaxed) {
+    let end = Instant::now() + max;
+    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
         match conn.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
