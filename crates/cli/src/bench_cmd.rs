@@ -22,6 +22,9 @@ pub enum BenchCmd {
     /// The shaper's configured vs measured capacity, saturating UDP/TCP flows through it, and
     /// the packet-train capacity estimate.
     Capacity(crate::capacity_bench::CapacityBench),
+    /// Congestion controls as transfer modes: background (foreground left, spare taken, recovery,
+    /// web completion times) and full speed (high-BDP ramp, lossy goodput) against ground truth.
+    Modes(crate::modes_bench::ModesBench),
 }
 
 #[derive(Args)]
@@ -103,6 +106,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Passive(b) => crate::passive_bench::run(b),
         BenchCmd::Riders(b) => crate::riders_bench::run(b),
         BenchCmd::Capacity(b) => crate::capacity_bench::run(b),
+        BenchCmd::Modes(b) => crate::modes_bench::run(b),
     }
 }
 

@@ -7,6 +7,7 @@ mod capacity_bench;
 mod control_cmd;
 mod estimate_cmd;
 mod methods;
+mod modes_bench;
 mod output;
 mod passive_bench;
 mod passive_cmd;

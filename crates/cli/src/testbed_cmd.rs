@@ -123,7 +123,7 @@ pub struct UpArgs {
     name: String,
     #[command(flatten)]
     path: PathArgs,
-    /// Build this topology file, or a built-in one by name (chain3, tree, access), instead.
+    /// Build this topology file, or a built-in one by name (chain3, tree, access, access_bg), instead.
     #[arg(long, value_name = "FILE|NAME")]
     topology: Option<String>,
     /// Machine-readable output.
@@ -157,7 +157,7 @@ pub struct StatusArgs {
 pub struct RunArgs {
     #[command(flatten)]
     path: PathArgs,
-    /// Build this topology file (or built-in chain3, tree, access) and run its flows instead.
+    /// Build this topology file (or built-in chain3, tree, access, access_bg) and run its flows instead.
     #[arg(long, value_name = "FILE|NAME", conflicts_with_all = ["on", "estimate", "dashboard"])]
     topology: Option<String>,
     /// Cross traffic, repeatable: cbr:RATE, poisson:RATE, onoff:RATE[,on=,off=,dist=exp],

@@ -6,6 +6,7 @@ pub mod accuracy;
 pub mod capacity_bench;
 pub mod dashboard_run;
 pub mod live_estimate;
+pub mod modes_bench;
 pub mod pacing_bench;
 pub mod passive_bench;
 pub mod riders_bench;
@@ -31,6 +32,9 @@ pub enum Error {
     /// A configuration the experiment cannot run, and why.
     #[error("{0}")]
     Config(String),
+    /// A congestion control that is not available where a flow was to use it, and why.
+    #[error("{0}")]
+    Unavailable(String),
     /// A worker thread failed, ended or did not answer.
     #[error("{0}")]
     Worker(String),

@@ -24,6 +24,9 @@ pub const BASE_PORT: u16 = 5200;
 const MAX_SINK_CONNS: usize = 1024;
 /// Longest a web flow may take before it is abandoned (and counted as failed).
 const WEB_FLOW_DEADLINE: Duration = Duration::from_secs(60);
+/// Most completion times a web generator keeps (an hour at ~30 flows/s); later flows are only
+/// counted, so a long run cannot grow the report without bound.
+pub const MAX_WEB_FLOW_TIMES: usize = 100_000;
 
 #[derive(Debug, Clone)]
 pub struct GenOptions {
@@ -71,6 +74,24 @@ pub struct GenReport {
     /// Web: flows that could not connect or send, ran past their deadline, or were cut by stop.
     #[serde(default)]
     pub flows_failed: u64,
+    /// Web: each completed flow's start and completion time, in completion order (the first
+    /// [`MAX_WEB_FLOW_TIMES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flow_times: Vec<WebFlowTime>,
+    /// Web: completed flows whose time was not kept (beyond [`MAX_WEB_FLOW_TIMES`]).
+    #[serde(default)]
+    pub flow_times_dropped: u64,
+}
+
+/// One completed web flow.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WebFlowTime {
+    /// When its worker began it (connect), seconds after the generator's start.
+    pub start_s: f64,
+    /// Payload bytes (without the 8-byte length).
+    pub bytes: u64,
+    /// From the start until the sink closed it, having every byte.
+    pub secs: f64,
 }
 
 #[derive(Default)]
@@ -87,6 +108,25 @@ struct Shared {
     flows_failed: AtomicU64,
     /// Web flows handed to workers and not yet finished.
     flows_active: AtomicU64,
+    /// Completed web flows' times (at most [`MAX_WEB_FLOW_TIMES`]).
+    flow_times: Mutex<Vec<WebFlowTime>>,
+    flow_times_dropped: AtomicU64,
+}
+
+impl Shared {
+    /// Keep a completed web flow's time, or count it when the record is full.
+    fn record_flow(&self, t: WebFlowTime) {
+        let kept = match self.flow_times.lock() {
+            Ok(mut v) if v.len() < MAX_WEB_FLOW_TIMES => {
+                v.push(t);
+                true
+            }
+            _ => false,
+        };
+        if !kept {
+            self.flow_times_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// What a sink received, and its stop flag.
@@ -183,10 +223,10 @@ impl CrossTraffic {
                 let (jobs_tx, jobs_rx) = std::sync::mpsc::sync_channel(*max_flows as usize);
                 let jobs_rx = Arc::new(Mutex::new(jobs_rx));
                 for i in 0..*max_flows {
-                    let (s, jobs) = (shared.clone(), jobs_rx.clone());
+                    let (s, jobs, start) = (shared.clone(), jobs_rx.clone(), ct.start_ns);
                     ct.senders
                         .push(spawn_in(xsnd, &format!("web-w{i}"), move || {
-                            web_worker(dst, &jobs, &s, end_ns)
+                            web_worker(dst, &jobs, &s, start, end_ns)
                         })?);
                 }
                 let (s, start, limit) = (shared.clone(), ct.start_ns, *max_flows as u64);
@@ -272,6 +312,8 @@ impl CrossTraffic {
             flows_completed: s.flows_completed.load(Ordering::Relaxed),
             flows_skipped: s.flows_skipped.load(Ordering::Relaxed),
             flows_failed: s.flows_failed.load(Ordering::Relaxed),
+            flow_times: s.flow_times.lock().map(|v| v.clone()).unwrap_or_default(),
+            flow_times_dropped: s.flow_times_dropped.load(Ordering::Relaxed),
         })
     }
 }
@@ -508,11 +550,13 @@ fn web_dispatch(
     Ok(())
 }
 
-/// Run flows from the queue until it closes, `stop`, or `end_ns`.
+/// Run flows from the queue until it closes, `stop`, or `end_ns`; each completed flow's time
+/// is kept relative to the generator's `start_ns`.
 fn web_worker(
     dst: SocketAddr,
     jobs: &Mutex<Receiver<u64>>,
     s: &Shared,
+    start_ns: u64,
     end_ns: u64,
 ) -> Result<(), Error> {
     let body = vec![0x5au8; 64 * 1024];
@@ -528,11 +572,21 @@ fn web_worker(
             Err(RecvTimeoutError::Disconnected) => break,
         };
         head[..8].copy_from_slice(&size.to_be_bytes());
-        let deadline = (now_ns() + WEB_FLOW_DEADLINE.as_nanos() as u64).min(end_ns);
+        let begun = now_ns();
+        let deadline = (begun + WEB_FLOW_DEADLINE.as_nanos() as u64).min(end_ns);
         match web_flow(dst, size, &head, &body, s, deadline) {
-            Ok(()) => s.flows_completed.fetch_add(1, Ordering::Relaxed),
-            Err(_) => s.flows_failed.fetch_add(1, Ordering::Relaxed),
-        };
+            Ok(()) => {
+                s.flows_completed.fetch_add(1, Ordering::Relaxed);
+                s.record_flow(WebFlowTime {
+                    start_s: begun.saturating_sub(start_ns) as f64 / 1e9,
+                    bytes: size,
+                    secs: now_ns().saturating_sub(begun) as f64 / 1e9,
+                });
+            }
+            Err(_) => {
+                s.flows_failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         s.flows_active.fetch_sub(1, Ordering::Relaxed);
     }
     Ok(())

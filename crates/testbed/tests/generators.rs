@@ -192,6 +192,17 @@ fn web_offers_its_load_in_many_flows() {
     );
     assert_eq!(r.flows_skipped, 0, "{r:?}");
     assert!(r.flows_completed >= 300, "{r:?}");
+    // Every completed flow has its time: begun inside the run, done within the flow deadline,
+    // and no faster than one round trip of this idle path allows.
+    assert_eq!(r.flow_times.len() as u64, r.flows_completed);
+    assert_eq!(r.flow_times_dropped, 0);
+    assert!(
+        r.flow_times
+            .iter()
+            .all(|f| (0.0..=secs).contains(&f.start_s) && f.secs > 0.0 && f.secs < secs),
+        "{:?}",
+        &r.flow_times[..5]
+    );
     // Only flows still running when the generator's 10 s ran out are cut.
     assert!(r.flows_failed <= 3, "{r:?}");
     assert!(

@@ -19,6 +19,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("chain3", include_str!("../../topologies/chain3.toml")),
     ("tree", include_str!("../../topologies/tree.toml")),
     ("access", include_str!("../../topologies/access.toml")),
+    ("access_bg", include_str!("../../topologies/access_bg.toml")),
 ];
 
 /// The text of a topology given by built-in name or by path: a name wins unless the argument
