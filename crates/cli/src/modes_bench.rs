@@ -5,7 +5,7 @@ use crate::say;
 use anyhow::{Context, Result};
 use clap::Args;
 use mgrp_lab::modes_bench::{
-    ModesConfig, ModesReport, PathInfo, Scenario, Setups, Spread, Status, SummaryHead,
+    ModesConfig, ModesReport, PathInfo, Scenario, Spread, Status, SummaryHead,
 };
 use std::path::PathBuf;
 
@@ -96,7 +96,8 @@ pub fn run(a: ModesBench) -> Result<()> {
     crate::signals::catch_signals();
     // The kernel's congestion controls need no setup; the BPF ones are loaded by whoever
     // registers them (rows say "not available" until then).
-    let setups = Setups::new();
+    // mgrp's own congestion controls come with the agent that feeds them.
+    let setups = mgrp_lab::modes_bench::setups::transfer_setups(Default::default());
     let report = mgrp_lab::modes_bench::run(&cfg, &setups, crate::signals::hooks())?;
     let json = serde_json::to_string_pretty(&report)?;
     let text = tables(&report).join("\n");

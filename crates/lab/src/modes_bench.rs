@@ -21,6 +21,7 @@ mod background;
 mod flow;
 mod full_speed;
 pub mod metrics;
+pub mod setups;
 
 pub use flow::TcpStats;
 pub use metrics::{Completion, Spread};
