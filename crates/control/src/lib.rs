@@ -16,6 +16,7 @@ mod error;
 pub mod feed;
 pub mod loader;
 pub mod maps;
+pub mod mpat;
 pub mod rules;
 pub mod run;
 
