@@ -258,6 +258,62 @@ impl Mpat {
         self.recompute();
     }
 
+    /// As `mgrp_mpat` in the kernel, which cannot map packets to windows: a flow may send
+    /// while under max(2, A_i), whatever the windows hold.
+    pub fn send_unmapped(&mut self, flow: FlowId) -> bool {
+        let Some(f) = self.flows.get_mut(&flow) else {
+            return false;
+        };
+        if !f.active || f.inflight >= whole_packets(f.allowance).max(2) {
+            return false;
+        }
+        f.inflight += 1;
+        true
+    }
+
+    /// As the kernel: an ack of `flow` is charged to a window drawn with probability cwnd_j/C.
+    pub fn ack_unmapped(&mut self, flow: FlowId) {
+        self.release_flow(flow);
+        if let Some(j) = self.pick_by_cwnd() {
+            if let Some(w) = self.windows.get_mut(&j) {
+                w.on_ack();
+            }
+        }
+        self.recompute();
+    }
+
+    /// As the kernel: a loss of `flow` frees its packet; a new loss episode of the flow (the
+    /// kernel's `ssthresh` call) halves a window drawn as for acks, at most once per RTT.
+    pub fn loss_unmapped(&mut self, flow: FlowId, episode: bool, now_ns: u64, rtt_ns: u64) {
+        self.release_flow(flow);
+        if episode {
+            if let Some(j) = self.pick_by_cwnd() {
+                if let Some(w) = self.windows.get_mut(&j) {
+                    w.on_loss(now_ns, rtt_ns);
+                }
+            }
+        }
+        self.recompute();
+    }
+
+    fn release_flow(&mut self, flow: FlowId) {
+        if let Some(f) = self.flows.get_mut(&flow) {
+            f.inflight = f.inflight.saturating_sub(1);
+        }
+    }
+
+    fn pick_by_cwnd(&mut self) -> Option<FlowId> {
+        let c = self.aggregate_cwnd();
+        let mut at = self.rng.unit() * c;
+        for (id, w) in &self.windows {
+            if at < w.cwnd {
+                return Some(*id);
+            }
+            at -= w.cwnd;
+        }
+        self.windows.keys().next_back().copied()
+    }
+
     fn release(&mut self, t: Ticket) {
         if let Some(w) = self.windows.get_mut(&t.window) {
             w.outstanding = w.outstanding.saturating_sub(1);
