@@ -1,13 +1,14 @@
 //! Loading `mgrp_mpat` and `mgrp_multcp` (`src/bpf/mpat.bpf.c`, an object of its own) and the
 //! maps that make aggregates: create an aggregate, add member rules (destination and/or port →
-//! aggregate, weight), reweight live, read stats, remove. Dropping [`MpatControls`] unregisters
-//! both congestion controls; sockets still on them keep their code until they close, so close
-//! member sockets first.
+//! aggregate, weight), reweight live, read stats, remove. Dropping [`MpatControls`] moves the
+//! sockets of this network namespace still on either congestion control to the namespace's
+//! default, then unregisters both.
 
-use crate::loader::{available_congestion_controls, preflight};
+use crate::loader::{available_congestion_controls, default_fallback, preflight};
 use crate::maps::{as_bytes, from_bytes};
 use crate::Error;
-use libbpf_rs::{Link, MapCore, MapFlags, Object, ObjectBuilder};
+use libbpf_rs::{Iter, Link, MapCore, MapFlags, Object, ObjectBuilder};
+use std::io::Read;
 use std::net::{IpAddr, Ipv6Addr};
 
 const MPAT_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/mpat.bpf.o"));
@@ -150,9 +151,19 @@ impl MpatControls {
                 return Err(Error::AlreadyRegistered(cc.into()));
             }
         }
-        let open = ObjectBuilder::default()
+        let fallback = default_fallback()?;
+        let mut open = ObjectBuilder::default()
             .open_memory(MPAT_OBJECT)
             .map_err(Error::bpf("opening the MPAT object"))?;
+        // `fallback_cc` is the only variable in .data: where sockets go when this unloads.
+        let mut name = [0u8; 16];
+        name[..fallback.len()].copy_from_slice(fallback.as_bytes());
+        for mut m in open.maps_mut() {
+            if m.name().to_string_lossy().ends_with(".data") {
+                m.set_initial_value(&name)
+                    .map_err(Error::bpf("setting the fallback congestion control"))?;
+            }
+        }
         let mut obj = open.load().map_err(Error::bpf("loading MPAT (verifier)"))?;
         let mut links = Vec::new();
         for cc in [MPAT_CC, MULTCP_CC] {
@@ -355,8 +366,36 @@ impl MpatControls {
     }
 }
 
+impl MpatControls {
+    /// Move every socket of the calling thread's network namespace on `mgrp_mpat` or
+    /// `mgrp_multcp` to the fallback; returns how many moved (in total so far).
+    pub fn reset_sockets(&self) -> Result<u64, Error> {
+        let prog = self
+            .obj
+            .progs_mut()
+            .find(|p| p.name() == "mpat_reset")
+            .ok_or_else(|| Error::Unsupported("mpat_reset missing from the object".into()))?;
+        let link = prog
+            .attach_iter_with_opts(libbpf_rs::IterOpts::None)
+            .map_err(Error::bpf("attaching the socket iterator"))?;
+        let mut it = Iter::new(&link).map_err(Error::bpf("creating the socket iterator"))?;
+        let mut sink = Vec::new();
+        it.read_to_end(&mut sink)
+            .map_err(Error::io("walking the TCP sockets"))?;
+        Ok(self
+            .map("mpat_reset_moved")?
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(Error::bpf("reading the reset count"))?
+            .and_then(|b| from_bytes::<u64>(&b))
+            .unwrap_or(0))
+    }
+}
+
 impl Drop for MpatControls {
     fn drop(&mut self) {
+        // Sockets on a congestion control being unregistered keep running its code until they
+        // close; move them to the default instead.
+        let _ = self.reset_sockets();
         self.links.clear();
     }
 }
