@@ -87,6 +87,8 @@ struct RawAgg {
     used: u32,
     n: u32,
     weight_sum: u32,
+    gen: u32,
+    pad: u32,
     csum_milli: u64,
     cwnd_milli: [u32; MAX_WINDOWS],
     ssthresh_milli: [u32; MAX_WINDOWS],
@@ -215,9 +217,12 @@ impl MpatControls {
     /// A new, empty aggregate; its id is what member rules name.
     pub fn create_aggregate(&self) -> Result<u32, Error> {
         for id in 0..MAX_AGGREGATES {
-            if self.raw_agg(id)?.used == 0 {
+            let old = self.raw_agg(id)?;
+            if old.used == 0 {
+                // A new generation: members of a removed aggregate in this slot stay out.
                 let a = RawAgg {
                     used: 1,
+                    gen: old.gen.wrapping_add(1),
                     ..Default::default()
                 };
                 self.write_agg(id, &a)?;
@@ -229,16 +234,19 @@ impl MpatControls {
         )))
     }
 
-    /// Remove an aggregate and its member rules. Its open member flows keep their windows
-    /// until they close (they stay coupled to each other, not to new flows).
+    /// Remove an aggregate and its member rules. Its open member flows fall back to Reno.
     pub fn remove_aggregate(&self, id: u32) -> Result<(), Error> {
-        self.known_agg(id)?;
+        let old = self.known_agg(id)?;
         for (key, rule) in self.raw_rules()? {
             if rule.agg == id {
                 self.remove_member(key.rule())?;
             }
         }
-        self.write_agg(id, &RawAgg::default())
+        let gone = RawAgg {
+            gen: old.gen,
+            ..Default::default()
+        };
+        self.write_agg(id, &gone)
     }
 
     fn raw_rules(&self) -> Result<Vec<(RawRuleKey, RawRule)>, Error> {
@@ -436,8 +444,8 @@ mod tests {
     fn layouts_match_the_c_structs() {
         assert_eq!(std::mem::size_of::<RawRuleKey>(), 20);
         assert_eq!(std::mem::size_of::<RawRule>(), 24);
-        // 4 × u32, u64, 2 × 16 × u32, 16 × u64, 6 × u64.
-        assert_eq!(std::mem::size_of::<RawAgg>(), 16 + 8 + 128 + 128 + 48);
+        // 6 × u32, u64, 2 × 16 × u32, 16 × u64, 6 × u64.
+        assert_eq!(std::mem::size_of::<RawAgg>(), 24 + 8 + 128 + 128 + 48);
     }
 
     #[test]

@@ -331,6 +331,16 @@ fn unloading_moves_member_sockets_to_the_default() {
         "{st:?}"
     );
     assert_eq!(m.member_stats().unwrap()[0].flows, 1);
+    // Removed and the slot reused: the old member (now on Reno) leaves the new aggregate alone.
+    m.remove_aggregate(agg).unwrap();
+    let again = m.create_aggregate().unwrap();
+    assert_eq!(again, agg, "the slot is reused");
+    (&client).write_all(b"reno!!").unwrap();
+    server.read_exact(&mut buf).unwrap();
+    // Moving the socket off mgrp_mpat releases it; the new aggregate must not see that.
+    assert_eq!(m.reset_sockets().unwrap(), 1);
+    let st = m.aggregate_stats(again).unwrap();
+    assert_eq!((st.windows, st.flows_closed), (0, 0), "{st:?}");
     drop(m);
     let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
     assert_eq!(cc_of(client.as_raw_fd()), default.trim());

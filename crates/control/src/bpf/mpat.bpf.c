@@ -52,6 +52,7 @@ struct {
 struct mpat_member {
 	struct mgrp_mpat_rule_key rule;
 	__u32 agg;
+	__u32 gen;
 	__u32 weight;
 	__u32 joined;
 };
@@ -153,6 +154,7 @@ void BPF_PROG(mgrp_mpat_init, struct sock *sk)
 	bpf_spin_unlock(&a->lock);
 	m->rule = k;
 	m->agg = agg;
+	m->gen = a->gen;
 	m->weight = r->weight;
 	m->joined = joined;
 }
@@ -163,17 +165,25 @@ static __always_inline struct mpat_member *member_of(struct sock *sk)
 	return m && m->joined ? m : NULL;
 }
 
+/* The member's aggregate, unless it was removed since the member joined (then NULL). */
+static __always_inline struct mgrp_mpat_agg *agg_of(struct mpat_member *m)
+{
+	__u32 agg = m->agg;
+	struct mgrp_mpat_agg *a = bpf_map_lookup_elem(&mpat_aggs, &agg);
+	return a && a->used && a->gen == m->gen ? a : NULL;
+}
+
 SEC("struct_ops")
 void BPF_PROG(mgrp_mpat_release, struct sock *sk)
 {
 	struct mpat_member *m = member_of(sk);
 	struct mgrp_mpat_agg *a;
-	__u32 agg, last;
+	__u32 last;
 
 	if (!m)
 		return;
-	agg = m->agg;
-	a = bpf_map_lookup_elem(&mpat_aggs, &agg);
+	m->joined = 0;
+	a = agg_of(m);
 	if (!a)
 		return;
 	/* The aggregate loses one window (the last): it is as aggressive as its flows. */
@@ -186,7 +196,6 @@ void BPF_PROG(mgrp_mpat_release, struct sock *sk)
 	}
 	a->flows_closed++;
 	bpf_spin_unlock(&a->lock);
-	m->joined = 0;
 }
 
 /* A live reweight: the rule's weight replaces the one the member joined with. */
@@ -213,20 +222,17 @@ void BPF_PROG(mgrp_mpat_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct mpat_member *m = member_of(sk);
-	__u32 r = bpf_get_prandom_u32(), agg, weight, j, cwnd;
-	struct mgrp_mpat_agg *a;
+	__u32 r = bpf_get_prandom_u32(), weight, j, cwnd;
+	struct mgrp_mpat_agg *a = m ? agg_of(m) : NULL;
 	__s32 delta;
 
-	if (!m) {
+	/* Not a member, or its aggregate was removed: Reno. */
+	if (!m || !a) {
 		tcp_reno_cong_avoid(sk, ack, acked);
 		return;
 	}
 	count_bytes(m, (__u64)acked * tp->mss_cache);
 	weight = fresh_weight(m, &delta);
-	agg = m->agg;
-	a = bpf_map_lookup_elem(&mpat_aggs, &agg);
-	if (!a)
-		return;
 	bpf_spin_lock(&a->lock);
 	a->weight_sum += delta;
 	j = mgrp_mpat_pick(a->cwnd_milli, a->n, r) & (MGRP_MPAT_WINDOWS - 1);
@@ -243,16 +249,12 @@ __u32 BPF_PROG(mgrp_mpat_ssthresh, struct sock *sk)
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct mpat_member *m = member_of(sk);
 	__u64 now = bpf_ktime_get_ns(), rtt_ns = (__u64)(tp->srtt_us >> 3) * 1000;
-	__u32 r = bpf_get_prandom_u32(), agg, j, cwnd, weight;
-	struct mgrp_mpat_agg *a;
+	__u32 r = bpf_get_prandom_u32(), j, cwnd, weight;
+	struct mgrp_mpat_agg *a = m ? agg_of(m) : NULL;
 
-	if (!m)
+	if (!m || !a)
 		return tcp_reno_ssthresh(sk);
-	agg = m->agg;
 	weight = m->weight;
-	a = bpf_map_lookup_elem(&mpat_aggs, &agg);
-	if (!a)
-		return tcp_reno_ssthresh(sk);
 	bpf_spin_lock(&a->lock);
 	j = mgrp_mpat_pick(a->cwnd_milli, a->n, r) & (MGRP_MPAT_WINDOWS - 1);
 	a->losses++;

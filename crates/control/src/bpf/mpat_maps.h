@@ -27,6 +27,9 @@ struct mgrp_mpat_agg {
 	__u32 used;		/* set by the loader; flows of an unused slot are left alone */
 	__u32 n;		/* windows = member flows now */
 	__u32 weight_sum;	/* Σ weights of the member flows now */
+	__u32 gen;		/* bumped each time the slot is created: members of a removed
+				 * aggregate do not touch its successor */
+	__u32 pad;
 	__u64 csum_milli;	/* C = Σ cwnd */
 	__u32 cwnd_milli[MGRP_MPAT_WINDOWS];
 	__u32 ssthresh_milli[MGRP_MPAT_WINDOWS];
