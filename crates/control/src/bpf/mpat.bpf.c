@@ -210,6 +210,14 @@ static __always_inline __u32 fresh_weight(struct mpat_member *m, __s32 *delta)
 	return m->weight;
 }
 
+static __always_inline int cwnd_limited(struct tcp_sock *tp)
+{
+	/* As the kernel's tcp_is_cwnd_limited(). */
+	if (tp->snd_cwnd < tp->snd_ssthresh)
+		return tp->snd_cwnd < 2 * tp->max_packets_out;
+	return tp->is_cwnd_limited;
+}
+
 static __always_inline void count_bytes(struct mpat_member *m, __u64 bytes)
 {
 	struct mgrp_mpat_rule *r = bpf_map_lookup_elem(&mpat_rules, &m->rule);
@@ -232,6 +240,10 @@ void BPF_PROG(mgrp_mpat_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 		return;
 	}
 	count_bytes(m, (__u64)acked * tp->mss_cache);
+	/* An application-limited member's acks say nothing about the path's room: no growth (as
+	 * Reno), but its share still follows C and the weights. */
+	if (!cwnd_limited(tp))
+		acked = 0;
 	weight = fresh_weight(m, &delta);
 	bpf_spin_lock(&a->lock);
 	a->weight_sum += delta;
