@@ -6,7 +6,7 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const PROGRAMS: &[&str] = &["mgrp_cc", "run"];
+const PROGRAMS: &[&str] = &["mgrp_cc", "run", "mpat"];
 const BTF: &str = "/sys/kernel/btf/vmlinux";
 
 fn main() {
@@ -17,6 +17,8 @@ fn main() {
         "rules_host.c",
         "mgrp_cc.bpf.c",
         "run.bpf.c",
+        "mpat.bpf.c",
+        "mpat_maps.h",
     ] {
         println!("cargo:rerun-if-changed=src/bpf/{f}");
     }

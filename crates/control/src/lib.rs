@@ -5,6 +5,9 @@
 //! - `mgrp_fs` (full-speed): Reno whose congestion avoidance grows by max(1, h(1 − cwnd/V)) per
 //!   RTT toward V = A·RTT/M (seed 001 §5.2).
 //! - `mgrp_ledbat`: a LEDBAT baseline (RFC 6817) to compare the background mode with.
+//! - `mgrp_mpat` and `mgrp_multcp` (their own object, [`MpatControls`]): an MPAT aggregate of
+//!   weighted flows (seed 003 §2) and a mulTCP baseline; [`mpat`] is the sans-IO reference and a
+//!   packet-level bottleneck model it is tested on.
 //!
 //! [`Controls`] loads and registers them and owns the map of paths the agent fills
 //! ([`Controls::set_path`]); [`Feed`] turns an estimate into a map entry, correcting for the
@@ -16,6 +19,8 @@ mod error;
 pub mod feed;
 pub mod loader;
 pub mod maps;
+pub mod mpat;
+pub mod mpat_kernel;
 pub mod rules;
 pub mod run;
 
@@ -26,6 +31,7 @@ pub use loader::{
     ModeStats,
 };
 pub use maps::{PathEntry, PathKey, PathParams};
+pub use mpat_kernel::{AggregateStats, MemberRule, MemberStats, MpatControls};
 pub use run::CgroupRun;
 
 /// Why the transfer modes cannot be loaded here (no BPF in this build, not root, no BTF), or

@@ -331,7 +331,7 @@ impl Drop for Controls {
 }
 
 /// The namespace's default congestion control, unless it is one of ours (then cubic).
-fn default_fallback() -> Result<String, Error> {
+pub(crate) fn default_fallback() -> Result<String, Error> {
     let p = "/proc/sys/net/ipv4/tcp_congestion_control";
     let cur = std::fs::read_to_string(p).map_err(Error::io(p))?;
     let cur = cur.trim();

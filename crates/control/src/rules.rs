@@ -16,6 +16,13 @@ mod ffi {
         pub fn mgrp_host_fs_increase(cwnd: u32, target: u32, h: u32) -> u32;
         pub fn mgrp_host_ai_window(cwnd: u32, inc: u32) -> u32;
         pub fn mgrp_host_ledbat_off_target_milli(qdelay_us: u32, target_us: u32) -> i64;
+        pub fn mgrp_host_mpat_on_ack(cwnd: u32, ssthresh: u32, acked: u32) -> u32;
+        pub fn mgrp_host_mpat_may_halve(now: u64, last: u64, rtt: u64) -> i32;
+        pub fn mgrp_host_mpat_halve(cwnd: u32) -> u32;
+        pub fn mgrp_host_mpat_member_cwnd(csum: u64, weight: u32, weight_sum: u32) -> u32;
+        pub fn mgrp_host_mpat_pick(cwnd: *const u32, n: u32, r: u32) -> u32;
+        pub fn mgrp_host_multcp_ai_window(cwnd: u32, n: u32) -> u32;
+        pub fn mgrp_host_multcp_ssthresh(cwnd: u32, n: u32) -> u32;
     }
 }
 
@@ -60,6 +67,51 @@ pub fn ai_window(cwnd: u32, increase: u32) -> u32 {
 pub fn ledbat_off_target_milli(queuing_delay_us: u32, target_us: u32) -> i64 {
     // SAFETY: as above.
     unsafe { ffi::mgrp_host_ledbat_off_target_milli(queuing_delay_us, target_us) }
+}
+
+/// MPAT: Reno on `acked` packets charged to a window (thousandths of a packet).
+pub fn mpat_on_ack(cwnd_milli: u32, ssthresh_milli: u32, acked: u32) -> u32 {
+    // SAFETY: a pure C function of its arguments.
+    unsafe { ffi::mgrp_host_mpat_on_ack(cwnd_milli, ssthresh_milli, acked) }
+}
+
+/// MPAT: may a window halve now (last = 0: never halved)?
+pub fn mpat_may_halve(now_ns: u64, last_ns: u64, rtt_ns: u64) -> bool {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_mpat_may_halve(now_ns, last_ns, rtt_ns) != 0 }
+}
+
+/// MPAT: the halved window, not below 2 packets (thousandths).
+pub fn mpat_halve(cwnd_milli: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_mpat_halve(cwnd_milli) }
+}
+
+/// MPAT: a member's cwnd in packets, max(2, round(x_i·C)).
+pub fn mpat_member_cwnd(csum_milli: u64, weight: u32, weight_sum: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_mpat_member_cwnd(csum_milli, weight, weight_sum) }
+}
+
+/// MPAT: the window (index) a random `r` charges an ack or loss to, ∝ cwnd. At most 16.
+pub fn mpat_pick(cwnd_milli: &[u32], r: u32) -> u32 {
+    let mut w = [0u32; 16];
+    let n = cwnd_milli.len().min(16);
+    w[..n].copy_from_slice(&cwnd_milli[..n]);
+    // SAFETY: w has the 16 slots the C function may read.
+    unsafe { ffi::mgrp_host_mpat_pick(w.as_ptr(), n as u32, r) }
+}
+
+/// mulTCP: the additive-increase window for +N per RTT.
+pub fn multcp_ai_window(cwnd: u32, n: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_multcp_ai_window(cwnd, n) }
+}
+
+/// mulTCP: cwnd·(1 − 1/(2N)), not below 2.
+pub fn multcp_ssthresh(cwnd: u32, n: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_multcp_ssthresh(cwnd, n) }
 }
 
 /// The seed's formulas, in floating point (packets).
@@ -178,5 +230,94 @@ mod tests {
         assert_eq!(ledbat_off_target_milli(150_000, 100_000), -500);
         assert_eq!(ledbat_off_target_milli(400_000, 100_000), -1000);
         assert_eq!(ledbat_off_target_milli(10, 0), -1000);
+    }
+
+    #[test]
+    fn mpat_window_rules_match_the_reference() {
+        use crate::mpat::{may_halve, Mpat, Ticket};
+        // One window through slow start and congestion avoidance, a loss, and more acks: the
+        // kernel's thousandths track the reference's floats.
+        let mut m = Mpat::new(1);
+        m.join(0, 1.0).unwrap();
+        m.set_window(0, 2.0, 10.0);
+        let (mut c, mut s) = (2000u32, 10_000u32);
+        let t = Ticket { flow: 0, window: 0 };
+        for i in 0..400u64 {
+            if i == 200 {
+                m.loss(t, 1_000_000_000, 40_000_000);
+                if mpat_may_halve(1_000_000_000, 0, 40_000_000) {
+                    s = mpat_halve(c);
+                    c = s;
+                }
+            } else {
+                m.ack(t);
+                c = mpat_on_ack(c, s, 1);
+            }
+            let want = m.window(0).unwrap().cwnd;
+            // Each ack truncates under a thousandth of a packet: within 0.5 %.
+            assert!(
+                (c as f64 / 1000.0 - want).abs() / want < 0.005,
+                "ack {i}: {c} vs {want}"
+            );
+        }
+        for &(now, last, rtt) in &[
+            (5u64, 0u64, 10u64),
+            (15, 10, 10),
+            (19, 10, 10),
+            (25, 10, 10),
+        ] {
+            let r = if last == 0 { None } else { Some(last) };
+            assert_eq!(mpat_may_halve(now, last, rtt), may_halve(now, r, rtt));
+        }
+        assert_eq!(mpat_halve(3000), 2000);
+        assert_eq!(mpat_halve(50_000), 25_000);
+    }
+
+    #[test]
+    fn mpat_member_share_matches_the_reference() {
+        use crate::mpat::{whole_packets, Mpat};
+        let mut m = Mpat::new(1);
+        for (i, w) in [1.0, 2.0, 3.0].iter().enumerate() {
+            m.join(i as u64, *w).unwrap();
+            m.set_window(i as u64, 17.3, 1.0);
+        }
+        let csum = (m.aggregate_cwnd() * 1000.0).round() as u64;
+        for (i, w) in [1u32, 2, 3].iter().enumerate() {
+            let want = whole_packets(m.flow(i as u64).unwrap().allowance).max(2);
+            assert_eq!(mpat_member_cwnd(csum, *w, 6), want);
+        }
+        // A tiny share keeps two packets; bad sums do not divide by zero.
+        assert_eq!(mpat_member_cwnd(100_000, 1, 1000), 2);
+        assert_eq!(mpat_member_cwnd(100_000, 1, 0), 2);
+        assert_eq!(mpat_member_cwnd(100_000, 9, 3), 100);
+    }
+
+    #[test]
+    fn mpat_pick_is_proportional_to_cwnd() {
+        let cw = [1000u32, 3000, 6000];
+        let mut hits = [0u32; 3];
+        let mut rng = crate::mpat::Rng::new(3);
+        for _ in 0..30_000 {
+            hits[mpat_pick(&cw, rng.next_u64() as u32) as usize] += 1;
+        }
+        for (h, c) in hits.iter().zip(cw) {
+            let want = 30_000.0 * c as f64 / 10_000.0;
+            assert!((*h as f64 - want).abs() / want < 0.05, "{hits:?}");
+        }
+        assert_eq!(mpat_pick(&cw, 0), 0);
+        assert_eq!(mpat_pick(&cw, u32::MAX), 2);
+        assert_eq!(mpat_pick(&[], 7), 0);
+    }
+
+    #[test]
+    fn multcp_rules() {
+        // +N per RTT: one more packet every cwnd/N acked.
+        assert_eq!(multcp_ai_window(90, 3), 30);
+        assert_eq!(multcp_ai_window(2, 5), 1);
+        // Cut by 1/(2N): N = 1 is Reno's half, N = 4 takes an eighth.
+        assert_eq!(multcp_ssthresh(100, 1), 50);
+        assert_eq!(multcp_ssthresh(80, 4), 70);
+        assert_eq!(multcp_ssthresh(3, 4), 2);
+        assert_eq!(multcp_ssthresh(100, 0), 50);
     }
 }

@@ -88,4 +88,98 @@ MGRP_INLINE __s64 mgrp_ledbat_off_target_milli(__u32 queuing_delay_us, __u32 tar
 	return -(__s64)(((__u64)(queuing_delay_us - target_us) * 1000) / target_us);
 }
 
+/* ---- MPAT (seed 003 §2) and mulTCP: windows in thousandths of a packet ---- */
+
+#define MGRP_MPAT_MIN_MILLI 2000
+
+/* Reno on `acked` packets charged to one of the aggregate's windows: +1 each in slow start,
+ * +1/cwnd each in congestion avoidance (in thousandths: 10^6·acked/cwnd_milli). */
+MGRP_INLINE __u32 mgrp_mpat_on_ack(__u32 cwnd_milli, __u32 ssthresh_milli, __u32 acked)
+{
+	__u64 next;
+	if (cwnd_milli < MGRP_MPAT_MIN_MILLI)
+		cwnd_milli = MGRP_MPAT_MIN_MILLI;
+	if (cwnd_milli < ssthresh_milli)
+		next = (__u64)cwnd_milli + 1000ULL * acked;
+	else
+		next = (__u64)cwnd_milli + 1000000ULL * acked / cwnd_milli;
+	return next > 0x7fffffffULL ? 0x7fffffffU : (__u32)next;
+}
+
+/* One halving per window per RTT: a loss within rtt of the last halving is the same episode.
+ * last_ns == 0: never halved. */
+MGRP_INLINE int mgrp_mpat_may_halve(__u64 now_ns, __u64 last_ns, __u64 rtt_ns)
+{
+	if (last_ns == 0)
+		return 1;
+	return now_ns >= last_ns && now_ns - last_ns >= rtt_ns;
+}
+
+/* The halved window (Reno's ssthresh), not below 2 packets. */
+MGRP_INLINE __u32 mgrp_mpat_halve(__u32 cwnd_milli)
+{
+	__u32 h = cwnd_milli / 2;
+	return h > MGRP_MPAT_MIN_MILLI ? h : MGRP_MPAT_MIN_MILLI;
+}
+
+/* A member's cwnd in packets: x_i·C rounded to the nearest, at least 2 (a flow needs two
+ * packets in flight to keep its ack clock). */
+MGRP_INLINE __u32 mgrp_mpat_member_cwnd(__u64 csum_milli, __u32 weight, __u32 weight_sum)
+{
+	__u64 w;
+	if (weight_sum == 0 || weight == 0)
+		return 2;
+	if (weight > weight_sum)
+		weight = weight_sum;
+	w = (csum_milli * weight / weight_sum + 500) / 1000;
+	if (w < 2)
+		return 2;
+	return w > 0xffffffULL ? 0xffffffU : (__u32)w;
+}
+
+/* The window an ack or loss is charged to: drawn with probability cwnd_j / C, which is how
+ * often window j carries a packet in the per-packet reference (each window carries its cwnd
+ * per RTT). `r` is a random 32-bit number; n ≤ 16 windows. */
+MGRP_INLINE __u32 mgrp_mpat_pick(const __u32 *cwnd_milli, __u32 n, __u32 r)
+{
+	__u64 total = 0, at;
+	__u32 j;
+	for (j = 0; j < 16; j++)
+		if (j < n)
+			total += cwnd_milli[j];
+	if (total == 0 || n == 0)
+		return 0;
+	at = ((__u64)r * total) >> 32;
+	for (j = 0; j < 16; j++) {
+		if (j >= n)
+			break;
+		if (at < cwnd_milli[j])
+			return j;
+		at -= cwnd_milli[j];
+	}
+	return n > 0 ? n - 1 : 0;
+}
+
+/* mulTCP (one flow acting as N): the additive-increase window for +N per RTT, and the
+ * ssthresh after a loss, cwnd·(1 − 1/(2N)), not below 2. */
+MGRP_INLINE __u32 mgrp_multcp_ai_window(__u32 cwnd, __u32 n)
+{
+	__u32 w;
+	if (n == 0)
+		n = 1;
+	w = cwnd / n;
+	return w > 0 ? w : 1;
+}
+
+MGRP_INLINE __u32 mgrp_multcp_cut(__u32 cwnd, __u32 n)
+{
+	__u32 cut;
+	if (n == 0)
+		n = 1;
+	cut = cwnd / (2 * n);
+	if (cut == 0)
+		cut = 1;
+	return cwnd > cut + 2 ? cwnd - cut : 2;
+}
+
 #endif

@@ -15,3 +15,16 @@ __s64 mgrp_host_ledbat_off_target_milli(__u32 qd, __u32 t)
 {
 	return mgrp_ledbat_off_target_milli(qd, t);
 }
+__u32 mgrp_host_mpat_on_ack(__u32 c, __u32 s, __u32 a) { return mgrp_mpat_on_ack(c, s, a); }
+int mgrp_host_mpat_may_halve(__u64 now, __u64 last, __u64 rtt)
+{
+	return mgrp_mpat_may_halve(now, last, rtt);
+}
+__u32 mgrp_host_mpat_halve(__u32 c) { return mgrp_mpat_halve(c); }
+__u32 mgrp_host_mpat_member_cwnd(__u64 c, __u32 w, __u32 ws)
+{
+	return mgrp_mpat_member_cwnd(c, w, ws);
+}
+__u32 mgrp_host_mpat_pick(const __u32 *c, __u32 n, __u32 r) { return mgrp_mpat_pick(c, n, r); }
+__u32 mgrp_host_multcp_ai_window(__u32 c, __u32 n) { return mgrp_multcp_ai_window(c, n); }
+__u32 mgrp_host_multcp_ssthresh(__u32 c, __u32 n) { return mgrp_multcp_cut(c, n); }
