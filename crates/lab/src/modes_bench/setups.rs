@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 /// The receiver's agent port in the bench's topologies.
 const AGENT_PORT: u16 = 7240;
-/// How long a setup waits for the service's first estimate to reach the map.
-const FIRST_ESTIMATE: Duration = Duration::from_secs(30);
+/// How long a setup waits for the service's first estimate to reach the map (`auto` on a
+/// 2 Mbit/s path with 100 ms RTT needs more than 30 s).
+const FIRST_ESTIMATE: Duration = Duration::from_secs(120);
 
 /// How the agent keeps the path's estimate fresh for the bench.
 #[derive(Debug, Clone)]
@@ -183,6 +184,7 @@ fn wait_first_entry(svc: &Service) -> Result<(), String> {
                 .unwrap_or_else(|| "transfer modes unavailable".into()));
         }
         if v.destinations.iter().any(|d| d.a_written_bps.is_some()) {
+            eprintln!("  first estimate in the map after {:.1} s", t0.elapsed().as_secs_f64());
             return Ok(());
         }
         if t0.elapsed() > FIRST_ESTIMATE {
