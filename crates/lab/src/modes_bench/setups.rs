@@ -184,7 +184,10 @@ fn wait_first_entry(svc: &Service) -> Result<(), String> {
                 .unwrap_or_else(|| "transfer modes unavailable".into()));
         }
         if v.destinations.iter().any(|d| d.a_written_bps.is_some()) {
-            eprintln!("  first estimate in the map after {:.1} s", t0.elapsed().as_secs_f64());
+            eprintln!(
+                "  first estimate in the map after {:.1} s",
+                t0.elapsed().as_secs_f64()
+            );
             return Ok(());
         }
         if t0.elapsed() > FIRST_ESTIMATE {
