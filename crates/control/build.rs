@@ -19,6 +19,7 @@ fn main() {
         "run.bpf.c",
         "mpat.bpf.c",
         "mpat_maps.h",
+        "reset.h",
     ] {
         println!("cargo:rerun-if-changed=src/bpf/{f}");
     }

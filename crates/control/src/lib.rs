@@ -23,6 +23,7 @@ pub mod mpat;
 pub mod mpat_kernel;
 pub mod rules;
 pub mod run;
+pub mod sockopt;
 
 pub use error::Error;
 pub use feed::{Feed, FeedConfig};

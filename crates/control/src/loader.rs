@@ -299,25 +299,7 @@ impl Controls {
     /// Move every socket of the calling thread's network namespace that uses one of mgrp's
     /// congestion controls to the fallback; returns how many moved (in total so far).
     pub fn reset_sockets(&self) -> Result<u64, Error> {
-        let prog = self
-            .obj
-            .progs_mut()
-            .find(|p| p.name() == "mgrp_reset")
-            .ok_or_else(|| Error::Unsupported("mgrp_reset missing from the object".into()))?;
-        let link = prog
-            .attach_iter_with_opts(libbpf_rs::IterOpts::None)
-            .map_err(Error::bpf("attaching the socket iterator"))?;
-        let mut it = Iter::new(&link).map_err(Error::bpf("creating the socket iterator"))?;
-        let mut sink = Vec::new();
-        it.read_to_end(&mut sink)
-            .map_err(Error::io("walking the TCP sockets"))?;
-        let moved = self
-            .map("reset_moved")?
-            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .map_err(Error::bpf("reading the reset count"))?
-            .and_then(|b| from_bytes::<u64>(&b))
-            .unwrap_or(0);
-        Ok(moved)
+        reset_sockets(&self.obj, "mgrp_reset", "reset_moved")
     }
 }
 
@@ -328,6 +310,31 @@ impl Drop for Controls {
         let _ = self.reset_sockets();
         self.links.clear();
     }
+}
+
+/// Run the object's `iter/tcp` program `prog` over the calling thread's network namespace (it
+/// moves sockets off the object's congestion controls) and read its running count `moved_map`.
+pub(crate) fn reset_sockets(obj: &Object, prog: &str, moved_map: &str) -> Result<u64, Error> {
+    let p = obj
+        .progs_mut()
+        .find(|p| p.name() == prog)
+        .ok_or_else(|| Error::Unsupported(format!("{prog} missing from the object")))?;
+    let link = p
+        .attach_iter_with_opts(libbpf_rs::IterOpts::None)
+        .map_err(Error::bpf("attaching the socket iterator"))?;
+    let mut it = Iter::new(&link).map_err(Error::bpf("creating the socket iterator"))?;
+    let mut sink = Vec::new();
+    it.read_to_end(&mut sink)
+        .map_err(Error::io("walking the TCP sockets"))?;
+    let map = obj
+        .maps()
+        .find(|m| m.name() == moved_map)
+        .ok_or_else(|| Error::Unsupported(format!("map {moved_map} missing from the object")))?;
+    Ok(map
+        .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .map_err(Error::bpf("reading the reset count"))?
+        .and_then(|b| from_bytes::<u64>(&b))
+        .unwrap_or(0))
 }
 
 /// The namespace's default congestion control, unless it is one of ours (then cubic).

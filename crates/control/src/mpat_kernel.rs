@@ -7,8 +7,7 @@
 use crate::loader::{available_congestion_controls, default_fallback, preflight};
 use crate::maps::{as_bytes, from_bytes};
 use crate::Error;
-use libbpf_rs::{Iter, Link, MapCore, MapFlags, Object, ObjectBuilder};
-use std::io::Read;
+use libbpf_rs::{Link, MapCore, MapFlags, Object, ObjectBuilder};
 use std::net::{IpAddr, Ipv6Addr};
 
 const MPAT_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/mpat.bpf.o"));
@@ -378,24 +377,7 @@ impl MpatControls {
     /// Move every socket of the calling thread's network namespace on `mgrp_mpat` or
     /// `mgrp_multcp` to the fallback; returns how many moved (in total so far).
     pub fn reset_sockets(&self) -> Result<u64, Error> {
-        let prog = self
-            .obj
-            .progs_mut()
-            .find(|p| p.name() == "mpat_reset")
-            .ok_or_else(|| Error::Unsupported("mpat_reset missing from the object".into()))?;
-        let link = prog
-            .attach_iter_with_opts(libbpf_rs::IterOpts::None)
-            .map_err(Error::bpf("attaching the socket iterator"))?;
-        let mut it = Iter::new(&link).map_err(Error::bpf("creating the socket iterator"))?;
-        let mut sink = Vec::new();
-        it.read_to_end(&mut sink)
-            .map_err(Error::io("walking the TCP sockets"))?;
-        Ok(self
-            .map("mpat_reset_moved")?
-            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .map_err(Error::bpf("reading the reset count"))?
-            .and_then(|b| from_bytes::<u64>(&b))
-            .unwrap_or(0))
+        crate::loader::reset_sockets(&self.obj, "mpat_reset", "mpat_reset_moved")
     }
 }
 

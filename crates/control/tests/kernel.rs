@@ -21,62 +21,15 @@ fn serial() -> Option<std::sync::MutexGuard<'static, ()>> {
 }
 
 fn cc_of(fd: i32) -> String {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: buf outlives the call and len says its size.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    assert_eq!(
-        rc,
-        0,
-        "getsockopt TCP_CONGESTION: {}",
-        std::io::Error::last_os_error()
-    );
-    String::from_utf8_lossy(&buf[..len as usize])
-        .trim_end_matches('\0')
-        .to_string()
+    mgrp_control::sockopt::congestion_control(fd).expect("TCP_CONGESTION")
 }
 
 fn set_cc(fd: i32, cc: &str) -> std::io::Result<()> {
-    // SAFETY: the name's bytes outlive the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as u32,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    mgrp_control::sockopt::set_congestion_control(fd, cc)
 }
 
 fn tcp_info(fd: i32) -> libc::tcp_info {
-    // SAFETY: tcp_info is plain data; len says its size.
-    unsafe {
-        let mut info: libc::tcp_info = std::mem::zeroed();
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        let rc = libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        );
-        assert_eq!(rc, 0);
-        info
-    }
+    mgrp_control::sockopt::tcp_info(fd).expect("TCP_INFO")
 }
 
 fn now_ns() -> u64 {

@@ -21,22 +21,12 @@ fn serial() -> Option<std::sync::MutexGuard<'static, ()>> {
     Some(KERNEL.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
+fn cc_of(fd: i32) -> String {
+    mgrp_control::sockopt::congestion_control(fd).expect("TCP_CONGESTION")
+}
+
 fn set_cc(fd: i32, cc: &str) -> std::io::Result<()> {
-    // SAFETY: the name's bytes outlive the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as u32,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    mgrp_control::sockopt::set_congestion_control(fd, cc)
 }
 
 #[test]
@@ -282,25 +272,6 @@ fn weights_split_the_bottleneck_and_follow_a_live_reweight() {
         assert!((0.5..2.5).contains(&f), "aggregate / 3 fair shares = {f}");
     }
     drop(m);
-}
-
-fn cc_of(fd: i32) -> String {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: buf outlives the call and len says its size.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-    String::from_utf8_lossy(&buf[..len as usize])
-        .trim_end_matches('\0')
-        .to_string()
 }
 
 /// A member socket joins its aggregate, and unloading moves it to the default congestion

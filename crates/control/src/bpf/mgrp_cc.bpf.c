@@ -13,6 +13,7 @@
 #define MGRP_INLINE static __always_inline
 #include "rules.h"
 #include "maps.h"
+#include "reset.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -434,24 +435,6 @@ struct {
 SEC("iter/tcp")
 int mgrp_reset(struct bpf_iter__tcp *ctx)
 {
-	struct sock_common *skc = ctx->sk_common;
-	char cur[TCP_CA_NAME_MAX];
-	struct tcp_sock *tp;
-
-	if (!skc)
-		return 0;
-	tp = bpf_skc_to_tcp_sock(skc);
-	if (!tp)
-		return 0;
-	if (bpf_getsockopt(tp, SOL_TCP, TCP_CONGESTION, cur, sizeof(cur)))
-		return 0;
-	if (cur[0] != 'm' || cur[1] != 'g' || cur[2] != 'r' || cur[3] != 'p' || cur[4] != '_')
-		return 0;
-	if (!bpf_setsockopt(tp, SOL_TCP, TCP_CONGESTION, fallback_cc, sizeof(fallback_cc))) {
-		__u32 zero = 0;
-		__u64 *n = bpf_map_lookup_elem(&reset_moved, &zero);
-		if (n)
-			__sync_fetch_and_add(n, 1);
-	}
-	return 0;
+	/* Every mgrp_ name: this object's and MPAT's. */
+	return mgrp_reset_socket(ctx, "mgrp_", 5, fallback_cc, &reset_moved);
 }

@@ -22,6 +22,7 @@
 #define MGRP_INLINE static __always_inline
 #include "rules.h"
 #include "mpat_maps.h"
+#include "reset.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -337,12 +338,8 @@ struct tcp_congestion_ops mgrp_multcp = {
 
 /* ---- unloading: move every socket on mgrp_mpat or mgrp_multcp to `fallback_cc` ---- */
 
-#define SOL_TCP 6
-#define TCP_CONGESTION 13
-#define TCP_CA_NAME_MAX 16
-
 /* The only variable in .data: the loader writes the name at offset 0 before loading. */
-char fallback_cc[TCP_CA_NAME_MAX] = "cubic";
+char fallback_cc[MGRP_CA_NAME_MAX] = "cubic";
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -354,26 +351,6 @@ struct {
 SEC("iter/tcp")
 int mpat_reset(struct bpf_iter__tcp *ctx)
 {
-	struct sock_common *skc = ctx->sk_common;
-	char cur[TCP_CA_NAME_MAX];
-	struct tcp_sock *tp;
-
-	if (!skc)
-		return 0;
-	tp = bpf_skc_to_tcp_sock(skc);
-	if (!tp)
-		return 0;
-	if (bpf_getsockopt(tp, SOL_TCP, TCP_CONGESTION, cur, sizeof(cur)))
-		return 0;
 	/* "mgrp_m…": this object's two names (mgrp_cc's are mgrp_bg, mgrp_fs, mgrp_ledbat). */
-	if (cur[0] != 'm' || cur[1] != 'g' || cur[2] != 'r' || cur[3] != 'p' || cur[4] != '_' ||
-	    cur[5] != 'm')
-		return 0;
-	if (!bpf_setsockopt(tp, SOL_TCP, TCP_CONGESTION, fallback_cc, sizeof(fallback_cc))) {
-		__u32 zero = 0;
-		__u64 *n = bpf_map_lookup_elem(&mpat_reset_moved, &zero);
-		if (n)
-			__sync_fetch_and_add(n, 1);
-	}
-	return 0;
+	return mgrp_reset_socket(ctx, "mgrp_m", 6, fallback_cc, &mpat_reset_moved);
 }

@@ -294,23 +294,8 @@ fn source(
 
 /// Put the socket on congestion control `cc`.
 fn set_cc(fd: RawFd, cc: &str) -> Result<(), String> {
-    // SAFETY: setsockopt with a valid fd and a buffer of the length passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "congestion control {cc:?} could not be set: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
+    mgrp_control::sockopt::set_congestion_control(fd, cc)
+        .map_err(|e| format!("congestion control {cc:?} could not be set: {e}"))
 }
 
 /// SO_LINGER on with 0 s: close() resets the connection instead of sending what is queued.
@@ -337,40 +322,8 @@ fn abortive_close(fd: RawFd) -> std::io::Result<()> {
 
 /// The socket's retransmissions, segments, minimum RTT and congestion control.
 fn tcp_stats(fd: RawFd) -> std::io::Result<TcpStats> {
-    // SAFETY: tcp_info is plain old data; all zeroes is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: getsockopt with a valid fd, a buffer of `len` bytes and its length.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let mut name = [0u8; 16];
-    let mut nlen = name.len() as libc::socklen_t;
-    // SAFETY: getsockopt with a valid fd and a 16-byte buffer (TCP_CA_NAME_MAX).
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_mut_ptr().cast(),
-            &mut nlen,
-        )
-    };
-    let cc_at_end = if rc == 0 {
-        let n = &name[..(nlen as usize).min(name.len())];
-        String::from_utf8_lossy(n.split(|b| *b == 0).next().unwrap_or(n)).into_owned()
-    } else {
-        String::new()
-    };
+    let info = mgrp_control::sockopt::tcp_info(fd)?;
+    let cc_at_end = mgrp_control::sockopt::congestion_control(fd).unwrap_or_default();
     Ok(TcpStats {
         retrans: info.tcpi_total_retrans,
         data_segs_out: info.tcpi_data_segs_out,
