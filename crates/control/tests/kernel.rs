@@ -154,27 +154,7 @@ fn cwnd_follows_the_estimate_in_the_map() {
     let rcv: IpAddr = Role::Rcv.addr().parse().unwrap();
     // Attach by route: no socket option in the sender.
     let snd = tb.ns(Role::Snd);
-    let route = netns::run("ip", &["-n", &snd, "-4", "route", "get", Role::Rcv.addr()]).unwrap();
-    let via: Vec<&str> = route.split_whitespace().collect();
-    let gw = via[via.iter().position(|w| *w == "via").unwrap() + 1];
-    let dev = via[via.iter().position(|w| *w == "dev").unwrap() + 1];
-    netns::run(
-        "ip",
-        &[
-            "-n",
-            &snd,
-            "route",
-            "add",
-            &format!("{}/32", Role::Rcv.addr()),
-            "via",
-            gw,
-            "dev",
-            dev,
-            "congctl",
-            "mgrp_bg",
-        ],
-    )
-    .unwrap();
+    route_to_rcv(&snd, &["congctl", "mgrp_bg"]);
 
     let params = PathParams {
         max_age: Duration::from_millis(1500),
@@ -287,6 +267,29 @@ fn cwnd_follows_the_estimate_in_the_map() {
     assert!(after.acks_limited > 0 && after.limited_s > 1.0, "{after:?}");
 }
 
+/// A host route from snd to rcv with the given attributes (`congctl mgrp_bg`, `ssthresh lock
+/// 10`), through the gateway and device of snd's current route.
+fn route_to_rcv(snd: &str, attrs: &[&str]) {
+    use mgrp_testbed::{netns, Role};
+    let route = netns::run("ip", &["-n", snd, "-4", "route", "get", Role::Rcv.addr()]).unwrap();
+    let w: Vec<&str> = route.split_whitespace().collect();
+    let after = |key: &str| w[w.iter().position(|x| *x == key).unwrap() + 1];
+    let dst = format!("{}/32", Role::Rcv.addr());
+    let mut args = vec![
+        "-n",
+        snd,
+        "route",
+        "add",
+        &dst,
+        "via",
+        after("via"),
+        "dev",
+        after("dev"),
+    ];
+    args.extend_from_slice(attrs);
+    netns::run("ip", &args).unwrap();
+}
+
 /// A bulk flow from snd to rcv on the testbed with congestion control `cc` (set by socket
 /// option) for `secs`: (seconds, cwnd) every 100 ms.
 fn bulk_flow(
@@ -356,28 +359,7 @@ fn full_speed_grows_toward_v_where_reno_crawls() {
     .unwrap();
     let c = Controls::load(&[Mode::FullSpeed]).unwrap();
     let snd = tb.ns(Role::Snd);
-    let route = netns::run("ip", &["-n", &snd, "-4", "route", "get", Role::Rcv.addr()]).unwrap();
-    let w: Vec<&str> = route.split_whitespace().collect();
-    let gw = w[w.iter().position(|x| *x == "via").unwrap() + 1];
-    let dev = w[w.iter().position(|x| *x == "dev").unwrap() + 1];
-    netns::run(
-        "ip",
-        &[
-            "-n",
-            &snd,
-            "route",
-            "add",
-            &format!("{}/32", Role::Rcv.addr()),
-            "via",
-            gw,
-            "dev",
-            dev,
-            "ssthresh",
-            "lock",
-            "10",
-        ],
-    )
-    .unwrap();
+    route_to_rcv(&snd, &["ssthresh", "lock", "10"]);
     // The kernel ignores the route's ssthresh unless told to use saved metrics.
     netns::run(
         "ip",
