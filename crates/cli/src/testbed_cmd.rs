@@ -736,6 +736,9 @@ fn run_job(a: RunArgs) -> Result<()> {
                 fmt_rate(report.capacity.bps())
             );
         }
+        if let Some(c) = &report.capacity_after {
+            say!("capacity after the run: {}", describe_capacity(c));
+        }
         for g in &report.generators {
             say!(
                 "generator {}: sent {} pkts / {} B in {:.2} s ({}), send errors {}, max lag {:.0} us",

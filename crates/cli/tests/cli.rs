@@ -299,12 +299,17 @@ fn run_with_estimates_beside_truth() {
         .iter()
         .find(|r| r["kind"] == "capacity")
         .expect("a capacity estimate");
-    // Against the capacity the run measured (its JSON says both).
+    // Against the capacity the run measured before and after (its JSON says both): one CI run
+    // measured 18.46 Mbit/s at the start on a host stealing CPU while the shaper drains 19.6–20.0
+    // otherwise, so the estimate is held to 5% of the range of the two floods.
     let measured = v["capacity"]["measured_bps"].as_f64().unwrap();
+    let after = v["capacity_after"]["measured_bps"].as_f64().unwrap();
+    let (lo, hi) = (measured.min(after), measured.max(after));
     assert_eq!(v["capacity"]["configured_bps"].as_f64().unwrap(), 20e6);
+    let got = cap["value_bps"].as_f64().unwrap();
     assert!(
-        (cap["value_bps"].as_f64().unwrap() / measured - 1.0).abs() < 0.05,
-        "{cap} vs measured {measured}"
+        got >= lo * 0.95 && got <= hi * 1.05,
+        "{cap} vs measured {measured} before, {after} after"
     );
     let avail: Vec<_> = rows.iter().filter(|r| r["kind"] == "available").collect();
     assert!(

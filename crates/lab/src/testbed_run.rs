@@ -82,6 +82,10 @@ pub struct RunReport {
     pub config: TestbedConfig,
     /// The bottleneck's configured and measured capacity (the truth uses the measured one).
     pub capacity: LinkCapacity,
+    /// With an estimate: the capacity measured again after the run. The host's CPU steal moves a
+    /// flood's drain by a few percent between two measurements, so an estimate is judged against
+    /// both.
+    pub capacity_after: Option<LinkCapacity>,
     /// What the bottleneck drained whenever it had a backlog during the run.
     pub run_drain: Option<mgrp_testbed::capacity::Drain>,
     pub rtt: Option<RttStats>,
@@ -266,10 +270,25 @@ pub fn run(cfg: &RunConfig, hooks: Hooks, on_event: &mut dyn FnMut(Event)) -> Re
             on_event(Event::Warning(format!("the estimator stopped early: {e}")));
         }
     }
+    let capacity_after = match cfg.estimate {
+        Some(_) if tb.capacity().measured_bps.is_some() && !interrupted => {
+            match tb.measure_capacity() {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    on_event(Event::Warning(format!(
+                        "measuring capacity after the run: {e}"
+                    )));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     Ok(RunReport {
         testbed: tb.name().into(),
         config: tb.config().clone(),
         capacity: tb.capacity(),
+        capacity_after,
         run_drain: truth.drain(),
         rtt,
         delay_line: tb.delay_stats(),
