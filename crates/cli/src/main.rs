@@ -3,6 +3,7 @@
 mod accuracy;
 mod agent_cmd;
 mod bench_cmd;
+mod bottleneck_cmd;
 mod capacity_bench;
 mod control_cmd;
 mod estimate_cmd;
@@ -45,6 +46,8 @@ enum Command {
     Estimate(estimate_cmd::EstimateArgs),
     /// The path to a peer agent hop by hop: routers' addresses and delays (TTL-limited probes).
     Trace(trace_cmd::TraceArgs),
+    /// Which link of the path to a peer agent limits a TCP flow, and what it gets (Tneck).
+    Bottleneck(bottleneck_cmd::BottleneckArgs),
     /// Available bandwidth from existing TCP traffic (Wren), live or from a pcap; no probes.
     Passive(passive_cmd::PassiveArgs),
     /// Run a command with its TCP sockets on a transfer mode (background, full-speed, ledbat).
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::Estimate(a) => estimate_cmd::run(a),
         Command::Passive(a) => passive_cmd::run(a),
         Command::Trace(a) => trace_cmd::run(a),
+        Command::Bottleneck(a) => bottleneck_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
