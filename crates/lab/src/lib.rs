@@ -3,6 +3,7 @@
 //! results: the `mgrp` CLI does, and tests call the same functions.
 
 pub mod accuracy;
+pub mod bottleneck_bench;
 pub mod capacity_bench;
 pub mod dashboard_run;
 pub mod live_estimate;

@@ -127,8 +127,34 @@ pub struct BottleneckReport {
     pub flow_retrans: u32,
     /// Seconds from the flow's start to the verdict.
     pub seconds_to_verdict: Option<f64>,
+    /// How hard the load pushed when the verdict came, bit/s (the kernel's delivery rate of
+    /// the TCP flow; a ramp's current rate).
+    pub load_bps_at_verdict: Option<f64>,
     /// Why there is no verdict, when there is none.
     pub why_not: Option<String>,
+}
+
+/// The load a bottleneck locator drives while it traceroutes: Tneck's TCP flow
+/// ([`mgrp_engine::load::LoadFlow`]) or, as a baseline, a BFind-style rising UDP ramp.
+pub trait Load {
+    /// The load's state now; `srtt_us` paces the samples (one per RTT).
+    fn sample(&mut self) -> Result<LoadSample, Error>;
+    /// The load ended by itself (time or budget spent, peer gone).
+    fn finished(&self) -> bool;
+    /// End it: bytes delivered, retransmits, and whether it failed.
+    fn stop(self: Box<Self>) -> mgrp_engine::load::LoadReport;
+}
+
+impl Load for mgrp_engine::load::LoadFlow {
+    fn sample(&mut self) -> Result<LoadSample, Error> {
+        Ok(mgrp_engine::load::LoadFlow::sample(self)?)
+    }
+    fn finished(&self) -> bool {
+        mgrp_engine::load::LoadFlow::finished(self)
+    }
+    fn stop(self: Box<Self>) -> mgrp_engine::load::LoadReport {
+        mgrp_engine::load::LoadFlow::stop(*self)
+    }
 }
 
 /// Tneck between this host and the session's peer agent: idle traceroutes for the base over
@@ -138,6 +164,26 @@ pub struct BottleneckReport {
 pub fn bottleneck(
     trace: &mut Session,
     load: Session,
+    cfg: &BottleneckConfig,
+    stop: impl FnMut() -> bool,
+    on_sample: impl FnMut(&Sample),
+) -> Result<BottleneckReport, Error> {
+    let (max, budget, cc) = (cfg.max_load, cfg.budget_bytes, cfg.cc.clone());
+    locate(
+        trace,
+        move || -> Result<Box<dyn Load>, Error> {
+            Ok(Box::new(load.into_load(max, budget, cc.as_deref())?))
+        },
+        cfg,
+        stop,
+        on_sample,
+    )
+}
+
+/// [`bottleneck`] with any [`Load`], started by `start_load` once the idle rounds are done.
+pub fn locate(
+    trace: &mut Session,
+    start_load: impl FnOnce() -> Result<Box<dyn Load>, Error>,
     cfg: &BottleneckConfig,
     mut stop: impl FnMut() -> bool,
     mut on_sample: impl FnMut(&Sample),
@@ -184,6 +230,7 @@ pub fn bottleneck(
         flow_bytes: 0,
         flow_retrans: 0,
         seconds_to_verdict: None,
+        load_bps_at_verdict: None,
         why_not: None,
     };
     let end = match tracer.rounds().iter().filter_map(Round::end).min() {
@@ -198,7 +245,7 @@ pub fn bottleneck(
     };
     let mut spec = crate::trace::parallel_train(end, cfg.size, 20_000)?;
     spec.reach_ttl = Some(end);
-    let flow = load.into_load(cfg.max_load, cfg.budget_bytes, cfg.cc.as_deref())?;
+    let mut flow = start_load()?;
     let mut at_verdict: Option<LoadSample> = None;
     let mut verdict_at: Option<Instant> = None;
     let started = Instant::now();
@@ -232,6 +279,7 @@ pub fn bottleneck(
     report.probe_bytes = probe_bytes;
     report.samples = tn.samples().to_vec();
     report.verdict = tn.verdict();
+    report.load_bps_at_verdict = at_verdict.map(|s| s.delivery_rate_bps);
     if let (Some(a), Some(b)) = (at_verdict, last) {
         if b.t_s > a.t_s + 0.1 {
             report.bound_bps = Some((b.bytes_acked - a.bytes_acked) as f64 * 8.0 / (b.t_s - a.t_s));

@@ -22,29 +22,9 @@ fn key() -> Key {
 
 /// chain3 with r1═r2 at `c12` and r2═r3 at `c23` Mbit/s, 5 ms on r3—b so the flow has an RTT
 /// to pace its samples by.
-fn chain3(tag: &str, c12: u32, c23: u32) -> TopoTestbed {
-    let text = topo::source("chain3")
-        .unwrap()
-        .replace(
-            "a = \"r1\"\nb = \"r2\"\ncapacity = \"50mbit\"",
-            &format!("a = \"r1\"\nb = \"r2\"\ncapacity = \"{c12}mbit\""),
-        )
-        .replace(
-            "a = \"r2\"\nb = \"r3\"\ncapacity = \"20mbit\"",
-            &format!("a = \"r2\"\nb = \"r3\"\ncapacity = \"{c23}mbit\""),
-        )
-        .replace(
-            "a = \"r3\"\nb = \"b\"\n",
-            "a = \"r3\"\nb = \"b\"\ndelay = \"5ms\"\n",
-        );
-    assert!(
-        text.contains(&format!("capacity = \"{c12}mbit\"\n"))
-            && text.contains(&format!("capacity = \"{c23}mbit\"\n"))
-            && text.contains("delay = "),
-        "chain3 changed shape"
-    );
+fn chain3(tag: &str, c12: f64, c23: f64) -> TopoTestbed {
     TopoTestbed::up(
-        &text,
+        &topo::chain3_with(c12, c23, 5.0),
         TopoOptions {
             name: Some(format!("tn{}-{tag}", std::process::id() % 100_000)),
             ..Default::default()
@@ -126,12 +106,12 @@ fn check(tb: &TopoTestbed, rep: &BottleneckReport, link: u8, from: &str, to: &st
 fn tneck_names_the_narrow_link_where_it_is() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // r2═r3 narrowest: link 3 (r2 → r3).
-    let tb = chain3("far", 50, 20);
+    let tb = chain3("far", 50.0, 20.0);
     let rep = tneck(&tb);
     check(&tb, &rep, 3, "r2", "r3");
     drop(tb);
     // r1═r2 narrowest: link 2 (r1 → r2).
-    let tb = chain3("near", 15, 50);
+    let tb = chain3("near", 15.0, 50.0);
     let rep = tneck(&tb);
     check(&tb, &rep, 2, "r1", "r2");
 }
