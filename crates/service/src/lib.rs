@@ -20,6 +20,7 @@ pub mod path;
 pub mod record;
 pub mod schedule;
 pub mod service;
+pub mod mpat;
 pub mod transfer;
 pub mod watch;
 
