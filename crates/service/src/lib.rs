@@ -15,12 +15,12 @@ mod driver;
 pub mod http;
 pub mod hub;
 pub mod metrics;
+pub mod mpat;
 pub mod passive;
 pub mod path;
 pub mod record;
 pub mod schedule;
 pub mod service;
-pub mod mpat;
 pub mod transfer;
 pub mod watch;
 

@@ -65,8 +65,12 @@ impl MemberSpec {
 pub trait MpatKernel: Send {
     fn create_aggregate(&self) -> Result<u32, mgrp_control::Error>;
     fn remove_aggregate(&self, id: u32) -> Result<(), mgrp_control::Error>;
-    fn add_member(&self, agg: u32, rule: MemberRule, weight: u32)
-        -> Result<(), mgrp_control::Error>;
+    fn add_member(
+        &self,
+        agg: u32,
+        rule: MemberRule,
+        weight: u32,
+    ) -> Result<(), mgrp_control::Error>;
     fn set_weight(&self, rule: MemberRule, weight: u32) -> Result<(), mgrp_control::Error>;
     fn aggregate_stats(&self, id: u32) -> Result<AggregateStats, mgrp_control::Error>;
     fn member_stats(&self) -> Result<Vec<MemberStats>, mgrp_control::Error>;
@@ -268,11 +272,7 @@ pub fn bottleneck_warnings(
         let mut why = Vec::new();
         if let (Some(x), Some(y)) = (a.capacity_bps, b.capacity_bps) {
             if differ(x, y) {
-                why.push(format!(
-                    "capacity {:.1} vs {:.1} Mbit/s",
-                    x / 1e6,
-                    y / 1e6
-                ));
+                why.push(format!("capacity {:.1} vs {:.1} Mbit/s", x / 1e6, y / 1e6));
             }
         }
         if let (Some(x), Some(y)) = (a.rtt_s, b.rtt_s) {
@@ -520,7 +520,10 @@ impl MpatState {
         MpatState::new(book)
     }
 
-    pub fn with<T>(&self, f: impl FnOnce(&mut Book) -> Result<T, MpatError>) -> Result<T, MpatError> {
+    pub fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Book) -> Result<T, MpatError>,
+    ) -> Result<T, MpatError> {
         match &self.book {
             Err(why) => Err(MpatError::Unavailable(why.clone())),
             Ok(m) => {
@@ -563,7 +566,19 @@ pub fn check_config(c: &MpatConfig) -> Result<(), String> {
             return Err(format!("aggregate {:?} is named twice", a.name));
         }
         names.push(&a.name);
+        if a.members.is_empty() || a.members.len() > MAX_MEMBERS {
+            return Err(format!(
+                "aggregate {:?} needs 1..={MAX_MEMBERS} members",
+                a.name
+            ));
+        }
         for m in &a.members {
+            if m.dst.is_none() && m.port.is_none() {
+                return Err(format!(
+                    "aggregate {:?}: a member needs dst or port",
+                    a.name
+                ));
+            }
             check_weight(m).map_err(|e| e.to_string())?;
             if seen.contains(&m.rule()) {
                 return Err(format!(
@@ -588,7 +603,11 @@ pub fn path_infos(hub: &crate::Hub) -> BTreeMap<IpAddr, PathInfo> {
         return out;
     };
     for (path, metric) in series {
-        let Some(dst) = path.rsplit("->").next().and_then(|d| d.parse::<IpAddr>().ok()) else {
+        let Some(dst) = path
+            .rsplit("->")
+            .next()
+            .and_then(|d| d.parse::<IpAddr>().ok())
+        else {
             continue;
         };
         let v = match store.latest(&path, &metric) {
@@ -632,9 +651,21 @@ pub fn metrics(reg: &mut prometheus_client::registry::Registry, v: &MpatView) {
     let avail = Gauge::<i64>::default();
     avail.set(i64::from(v.available));
     reg.register("mpat_available", "1 while mgrp_mpat is loaded", avail);
-    let agg_rate = gauge(reg, "mpat_aggregate_rate_bps", "Aggregate's acked rate, bit/s");
-    let windows = gauge(reg, "mpat_aggregate_windows", "Member flows (windows) open now");
-    let cwnd = gauge(reg, "mpat_aggregate_cwnd_pkts", "C, the sum of the windows, packets");
+    let agg_rate = gauge(
+        reg,
+        "mpat_aggregate_rate_bps",
+        "Aggregate's acked rate, bit/s",
+    );
+    let windows = gauge(
+        reg,
+        "mpat_aggregate_windows",
+        "Member flows (windows) open now",
+    );
+    let cwnd = gauge(
+        reg,
+        "mpat_aggregate_cwnd_pkts",
+        "C, the sum of the windows, packets",
+    );
     let halvings = counter(reg, "mpat_aggregate_halvings", "Window halvings");
     let losses = counter(reg, "mpat_aggregate_losses", "Member loss episodes");
     let refused = counter(
@@ -648,10 +679,22 @@ pub fn metrics(reg: &mut prometheus_client::registry::Registry, v: &MpatView) {
         "Shared-bottleneck warnings (0: one destination, or paths that agree)",
     );
     let weight = gauge(reg, "mpat_member_weight", "Member rule's weight");
-    let share = gauge(reg, "mpat_member_share", "Member rule's weight / the aggregate's");
-    let rate = gauge(reg, "mpat_member_rate_bps", "Member rule's acked rate, bit/s");
+    let share = gauge(
+        reg,
+        "mpat_member_share",
+        "Member rule's weight / the aggregate's",
+    );
+    let rate = gauge(
+        reg,
+        "mpat_member_rate_bps",
+        "Member rule's acked rate, bit/s",
+    );
     let flows = counter(reg, "mpat_member_flows", "Sockets that matched the rule");
-    let acked = counter(reg, "mpat_member_acked_bytes", "Bytes acked on the rule's sockets");
+    let acked = counter(
+        reg,
+        "mpat_member_acked_bytes",
+        "Bytes acked on the rule's sockets",
+    );
     for a in &v.aggregates {
         let l: L = vec![("aggregate", a.name.clone())];
         agg_rate.get_or_create(&l).set(a.rate_bps.unwrap_or(0.0));
@@ -674,6 +717,39 @@ pub fn metrics(reg: &mut prometheus_client::registry::Registry, v: &MpatView) {
             rate.get_or_create(&l).set(m.rate_bps.unwrap_or(0.0));
             flows.get_or_create(&l).inc_by(m.flows);
             acked.get_or_create(&l).inc_by(m.acked_bytes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::ServiceConfig;
+
+    #[test]
+    fn config_section_and_its_refusals() {
+        let c = ServiceConfig::parse(
+            "[mpat]\n[[mpat.aggregate]]\nname = \"v\"\nmembers = [{ dst = \"10.0.0.2\", port = 443, weight = 5 }, { port = 22, weight = 1 }]",
+        )
+        .unwrap();
+        let m = c.mpat.unwrap();
+        assert_eq!(m.aggregates[0].members[0].weight, 5.0);
+        assert!(ServiceConfig::parse("[mpat]")
+            .unwrap()
+            .mpat
+            .unwrap()
+            .aggregates
+            .is_empty());
+        assert!(ServiceConfig::parse("").unwrap().mpat.is_none());
+        for (text, why) in [
+            ("[mpat]\n[[mpat.aggregate]]\nname = \"v\"\nmembers = [{ port = 1, weight = 0 }]", "mpat: weight of port 1"),
+            ("[mpat]\n[[mpat.aggregate]]\nname = \"v\"\nmembers = [{ port = 1, weight = 1 }]\n[[mpat.aggregate]]\nname = \"w\"\nmembers = [{ port = 1, weight = 2 }]", "port 1 is in two aggregates"),
+            ("[mpat]\n[[mpat.aggregate]]\nname = \"v\"\nmembers = [{ port = 1, weight = 1 }]\n[[mpat.aggregate]]\nname = \"v\"\nmembers = [{ port = 2, weight = 1 }]", "\"v\" is named twice"),
+            ("[mpat]\n[[mpat.aggregate]]\nname = \"v\"\nmembers = []", "needs 1..=16 members"),
+            ("[mpat]\n[[mpat.aggregate]]\nname = \"v\"\nmembers = [{ weight = 1 }]", "needs dst or port"),
+            ("[mpat]\nspeed = 1", "unknown field `speed`"),
+        ] {
+            let e = ServiceConfig::parse(text).unwrap_err().to_string();
+            assert!(e.contains(why), "{text}: {e}");
         }
     }
 }
