@@ -8,6 +8,7 @@ mod control_cmd;
 mod estimate_cmd;
 mod methods;
 mod modes_bench;
+mod mpat_bench;
 mod output;
 mod passive_bench;
 mod passive_cmd;
