@@ -5,7 +5,7 @@
 //! [`Book`] is sans-IO: it checks requests (names, weights, a rule in two aggregates, the
 //! shared-bottleneck warning), drives an [`MpatKernel`] and turns counter readings taken at an
 //! explicit `now` into rates. The kernel side is `mgrp_control::MpatControls`; tests use a
-//! double. Sockets join by running on `mgrp_mpat` (`mgrp run --cc mgrp_mpat -- CMD`, the
+//! double. Sockets join by running on `mgrp_mpat` (`mgrp mpat run -- CMD`, the
 //! cgroup sockops program of the transfer modes): a socket that matches a rule joins its
 //! aggregate, one that matches none runs Reno.
 

@@ -567,7 +567,7 @@ fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async {
             error(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "method not allowed: the API answers GET only",
+                "method not allowed: the API answers GET only (and POST, PUT, DELETE under /v1/mpat)",
             )
         })
         .layer(middleware::from_fn_with_state(state.clone(), auth::auth))
