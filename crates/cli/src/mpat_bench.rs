@@ -51,7 +51,8 @@ pub fn run(a: MpatBench) -> Result<()> {
     cfg.check()?;
     crate::signals::catch_signals();
     let report = mgrp_lab::mpat_bench::run(&cfg, crate::signals::hooks())?;
-    let json = serde_json::to_string_pretty(&serde_json::json!({ "config": cfg, "report": report }))?;
+    let json =
+        serde_json::to_string_pretty(&serde_json::json!({ "config": cfg, "report": report }))?;
     let text = mgrp_lab::mpat_bench::tables(&report);
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;

@@ -95,7 +95,12 @@ pub fn member(s: &str) -> Result<serde_json::Value, String> {
 }
 
 /// One request to the agent; its JSON answer, or its `error` as ours.
-fn call(a: &Agent, method: &str, path: &str, body: Option<serde_json::Value>) -> Result<serde_json::Value> {
+fn call(
+    a: &Agent,
+    method: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> Result<serde_json::Value> {
     let base = if a.agent.starts_with("http://") || a.agent.starts_with("https://") {
         a.agent.trim_end_matches('/').to_string()
     } else {
@@ -120,14 +125,22 @@ fn call(a: &Agent, method: &str, path: &str, body: Option<serde_json::Value>) ->
     let body = body.map(|b| b.to_string()).unwrap_or_default();
     let sent = match method {
         "GET" | "DELETE" => {
-            let mut r = if method == "GET" { agent.get(&url) } else { agent.delete(&url) };
+            let mut r = if method == "GET" {
+                agent.get(&url)
+            } else {
+                agent.delete(&url)
+            };
             if let Some(h) = &auth {
                 r = r.header("Authorization", h);
             }
             r.call()
         }
         _ => {
-            let mut r = if method == "POST" { agent.post(&url) } else { agent.put(&url) };
+            let mut r = if method == "POST" {
+                agent.post(&url)
+            } else {
+                agent.put(&url)
+            };
             if let Some(h) = &auth {
                 r = r.header("Authorization", h);
             }
@@ -140,7 +153,10 @@ fn call(a: &Agent, method: &str, path: &str, body: Option<serde_json::Value>) ->
     let v: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("{method} {url}: not JSON"))?;
     if !(200..300).contains(&status) {
-        bail!("{method} {url}: {status} {}", v["error"].as_str().unwrap_or(&text));
+        bail!(
+            "{method} {url}: {status} {}",
+            v["error"].as_str().unwrap_or(&text)
+        );
     }
     Ok(v)
 }
@@ -157,11 +173,21 @@ pub fn mpat(c: MpatCmd) -> Result<ExitCode> {
         }
         MpatCmd::Weight(a) => {
             let body = serde_json::json!({ "members": a.members });
-            call(&a.agent, "PUT", &format!("/v1/mpat/{}", path_seg(&a.name)), Some(body))?;
+            call(
+                &a.agent,
+                "PUT",
+                &format!("/v1/mpat/{}", path_seg(&a.name)),
+                Some(body),
+            )?;
             say!("reweighted {}", a.name);
         }
         MpatCmd::Delete(a) => {
-            call(&a.agent, "DELETE", &format!("/v1/mpat/{}", path_seg(&a.name)), None)?;
+            call(
+                &a.agent,
+                "DELETE",
+                &format!("/v1/mpat/{}", path_seg(&a.name)),
+                None,
+            )?;
             say!("deleted {}", a.name);
         }
         MpatCmd::Status(a) => {
@@ -195,7 +221,8 @@ fn percent_encode(s: &str) -> String {
 }
 
 fn rate(v: &serde_json::Value) -> String {
-    v.as_f64().map_or("-".into(), |r| format!("{:.2} Mbit/s", r / 1e6))
+    v.as_f64()
+        .map_or("-".into(), |r| format!("{:.2} Mbit/s", r / 1e6))
 }
 
 fn print_status(v: &serde_json::Value) {
@@ -204,7 +231,10 @@ fn print_status(v: &serde_json::Value) {
         return;
     }
     if v["available"] != true {
-        say!("MPAT unavailable: {}", v["unavailable_reason"].as_str().unwrap_or("?"));
+        say!(
+            "MPAT unavailable: {}",
+            v["unavailable_reason"].as_str().unwrap_or("?")
+        );
         return;
     }
     let aggs = v["aggregates"].as_array().cloned().unwrap_or_default();
@@ -254,7 +284,10 @@ mod tests {
     #[test]
     fn member_forms_and_refusals() {
         let m = member("198.18.3.2:5001=5").unwrap();
-        assert_eq!((m["dst"].as_str(), m["port"].as_u64(), m["weight"].as_f64()), (Some("198.18.3.2"), Some(5001), Some(5.0)));
+        assert_eq!(
+            (m["dst"].as_str(), m["port"].as_u64(), m["weight"].as_f64()),
+            (Some("198.18.3.2"), Some(5001), Some(5.0))
+        );
         let m = member("198.18.3.2=2").unwrap();
         assert!(m["port"].is_null());
         let m = member(":22=1").unwrap();

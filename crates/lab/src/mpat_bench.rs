@@ -141,9 +141,18 @@ impl MpatBenchConfig {
             (1.0..=1000.0).contains(&self.capacity_mbit),
             "capacity must be 1..=1000 Mbit/s",
         )?;
-        ensure((1.0..=1000.0).contains(&self.rtt_ms), "RTT must be 1..=1000 ms")?;
-        ensure((0.1..=10.0).contains(&self.buffer_bdp), "buffer must be 0.1..=10 BDP")?;
-        ensure(self.warmup_s >= 1.0 && self.measure_s >= 2.0, "warm-up ≥ 1 s, measure ≥ 2 s")?;
+        ensure(
+            (1.0..=1000.0).contains(&self.rtt_ms),
+            "RTT must be 1..=1000 ms",
+        )?;
+        ensure(
+            (0.1..=10.0).contains(&self.buffer_bdp),
+            "buffer must be 0.1..=10 BDP",
+        )?;
+        ensure(
+            self.warmup_s >= 1.0 && self.measure_s >= 2.0,
+            "warm-up ≥ 1 s, measure ≥ 2 s",
+        )?;
         let w = mgrp_control::mpat_kernel::MAX_WINDOWS;
         ensure(
             (2..=w).contains(&self.weights.len()) && self.weights.iter().all(|&x| x >= 1),
@@ -186,20 +195,14 @@ pub type Samples = Vec<(f64, Vec<u64>)>;
 
 /// Each flow's goodput between `from` and `to` seconds, bit/s (the samples nearest inside).
 pub fn goodput(samples: &Samples, from: f64, to: f64) -> Vec<f64> {
-    let at = |t: f64| {
-        samples
-            .iter()
-            .rev()
-            .find(|s| s.0 <= t)
-            .or(samples.first())
-    };
+    let at = |t: f64| samples.iter().rev().find(|s| s.0 <= t).or(samples.first());
     match (at(from), at(to)) {
-        (Some(a), Some(b)) if b.0 > a.0 => a
-            .1
-            .iter()
-            .zip(&b.1)
-            .map(|(x, y)| y.saturating_sub(*x) as f64 * 8.0 / (b.0 - a.0))
-            .collect(),
+        (Some(a), Some(b)) if b.0 > a.0 => {
+            a.1.iter()
+                .zip(&b.1)
+                .map(|(x, y)| y.saturating_sub(*x) as f64 * 8.0 / (b.0 - a.0))
+                .collect()
+        }
         _ => Vec::new(),
     }
 }
@@ -368,7 +371,9 @@ impl Bench<'_> {
     fn aggregate(&self, ports: &[u16], weights: &[u32]) -> Result<u32> {
         let id = self.kernel.create_aggregate().map_err(kernel)?;
         for (&p, &w) in ports.iter().zip(weights) {
-            self.kernel.add_member(id, self.rule(p), w).map_err(kernel)?;
+            self.kernel
+                .add_member(id, self.rule(p), w)
+                .map_err(kernel)?;
         }
         Ok(id)
     }
@@ -550,7 +555,8 @@ fn many(b: &mut Bench<'_>, cfg: &MpatBenchConfig) -> Result<Vec<ManyResult>> {
         }
     };
     let n = cfg.many_n;
-    b.hooks.say(&format!("mpat many: {n} MPAT flows against {bgn} CUBIC\n"));
+    b.hooks
+        .say(&format!("mpat many: {n} MPAT flows against {bgn} CUBIC\n"));
     let flows = members_and_background(b, n, bgn, "mgrp_mpat");
     let ports: Vec<u16> = flows[..n].iter().map(|f| f.port).collect();
     let id = b.aggregate(&ports, &vec![1; n])?;
@@ -560,7 +566,8 @@ fn many(b: &mut Bench<'_>, cfg: &MpatBenchConfig) -> Result<Vec<ManyResult>> {
     let g = goodput(&s, cfg.warmup_s, end);
     out.push(summary("mpat", n as u32, &g[..n], &g[n..], refused));
     for &m in &cfg.multcp_n {
-        b.hooks.say(&format!("mpat many: mulTCP N = {m} against {bgn} CUBIC\n"));
+        b.hooks
+            .say(&format!("mpat many: mulTCP N = {m} against {bgn} CUBIC\n"));
         b.kernel.set_multcp_n(m).map_err(kernel)?;
         let flows = members_and_background(b, 1, bgn, "mgrp_multcp");
         let s = b.run(&flows, end + 0.2, |_, _| Ok(()))?;
@@ -717,10 +724,19 @@ pub fn tables(r: &MpatReport) -> String {
             w.background_mbit.len()
         ));
         let ratios: Vec<String> = w.ratios.iter().map(|x| format!("{x:.2}")).collect();
-        t.push(format!("| ratios to the weight-1 flow | {} | 1 : 1.96 : 2.93 : 3.93 : 4.74 |", ratios.join(" : ")));
-        t.push(format!("| worst share error | {} | |", pct(w.worst_share_error)));
+        t.push(format!(
+            "| ratios to the weight-1 flow | {} | 1 : 1.96 : 2.93 : 3.93 : 4.74 |",
+            ratios.join(" : ")
+        ));
+        t.push(format!(
+            "| worst share error | {} | |",
+            pct(w.worst_share_error)
+        ));
         t.push(format!("| members, Mbit/s | {:?} | |", w.member_mbit));
-        t.push(format!("| background, Mbit/s | {:?} | |", w.background_mbit));
+        t.push(format!(
+            "| background, Mbit/s | {:?} | |",
+            w.background_mbit
+        ));
         t.push(format!(
             "| aggregate / N fair shares | {:.2} | ≈ 1 |",
             w.aggregate_fair_shares
@@ -729,7 +745,10 @@ pub fn tables(r: &MpatReport) -> String {
             "| aggregate / (N × mean CUBIC) | {:.2} | |",
             w.aggregate_vs_background
         ));
-        t.push(format!("| background Jain | {:.3} | ≥ 0.95 (target) |\n", w.background_jain));
+        t.push(format!(
+            "| background Jain | {:.3} | ≥ 0.95 (target) |\n",
+            w.background_jain
+        ));
     }
     if !r.many.is_empty() {
         t.push("### 2. Many flows: MPAT aggregate and mulTCP against CUBIC\n\n| kind | N | background | Mbit/s | shares taken (ours / mean CUBIC) | / N fair shares | background Jain | members' Jain |\n|---|---|---|---|---|---|---|---|".into());
@@ -823,7 +842,10 @@ mod tests {
     fn goodput_jain_and_share_errors() {
         let s = ramp(&[1e6, 2e6], 10.0);
         let g = goodput(&s, 2.0, 8.0);
-        assert!((g[0] - 8e6).abs() < 1.0 && (g[1] - 16e6).abs() < 1.0, "{g:?}");
+        assert!(
+            (g[0] - 8e6).abs() < 1.0 && (g[1] - 16e6).abs() < 1.0,
+            "{g:?}"
+        );
         assert_eq!(jain(&[5.0, 5.0, 5.0]), 1.0);
         assert!((jain(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
         let e = share_errors(&[1.0, 2.0, 3.3], &[1, 2, 3]);
@@ -837,7 +859,13 @@ mod tests {
         let s: Samples = (0..=100)
             .scan((0u64, 0u64), |acc, i| {
                 let t = i as f64 / 10.0;
-                let b = if t <= 5.0 { 1000 } else if t < 6.5 { 2000 } else { 3000 };
+                let b = if t <= 5.0 {
+                    1000
+                } else if t < 6.5 {
+                    2000
+                } else {
+                    3000
+                };
                 if i > 0 {
                     acc.0 += 1000;
                     acc.1 += b;
@@ -848,7 +876,10 @@ mod tests {
         let w = [1, 3];
         let t = settle_time(&s, 5.0, 10.0, |g| worst(&share_errors(g, &w)) <= TOL).unwrap();
         assert!((t - 1.5).abs() < 1e-9, "{t}");
-        assert_eq!(settle_time(&s, 0.0, 4.0, |g| worst(&share_errors(g, &w)) <= TOL), None);
+        assert_eq!(
+            settle_time(&s, 0.0, 4.0, |g| worst(&share_errors(g, &w)) <= TOL),
+            None
+        );
     }
 
     #[test]

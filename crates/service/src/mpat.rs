@@ -193,12 +193,14 @@ struct Sample {
     acked_bytes: u64,
 }
 
+/// Per rule (destination, port): its last two samples (older, newer).
+type SampleMap = BTreeMap<(Option<IpAddr>, Option<u16>), (Option<Sample>, Sample)>;
+
 /// The agent's aggregates over a kernel: sans-IO apart from the kernel calls.
 pub struct Book {
     kernel: Box<dyn MpatKernel>,
     aggs: BTreeMap<String, Agg>,
-    /// Per rule: the last two samples (older, newer).
-    samples: BTreeMap<(Option<IpAddr>, Option<u16>), (Option<Sample>, Sample)>,
+    samples: SampleMap,
 }
 
 fn check_name(name: &str) -> Result<(), MpatError> {
@@ -469,7 +471,7 @@ impl Book {
 
 /// Keep two samples per rule at least `MIN_SAMPLE_NS` apart; the rate is their delta.
 fn rate(
-    samples: &mut BTreeMap<(Option<IpAddr>, Option<u16>), (Option<Sample>, Sample)>,
+    samples: &mut SampleMap,
     rule: MemberRule,
     now_ns: u64,
     acked_bytes: u64,

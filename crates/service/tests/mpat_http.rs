@@ -10,10 +10,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// A rule's (destination, port).
+type Key = (Option<std::net::IpAddr>, Option<u16>);
+
 #[derive(Default)]
 struct Maps {
     aggs: BTreeMap<u32, ()>,
-    rules: BTreeMap<(Option<std::net::IpAddr>, Option<u16>), (u32, u32, u64)>,
+    /// Rule → (aggregate, weight, acked bytes).
+    rules: BTreeMap<Key, (u32, u32, u64)>,
 }
 
 /// The kernel's bookkeeping, without the kernel: the test moves `acked_bytes` itself.

@@ -34,14 +34,20 @@ fn call(base: &str, method: &str, path: &str, body: Option<&str>) -> (u16, serde
     .unwrap();
     let status = resp.status().as_u16();
     let text = resp.body_mut().read_to_string().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
 }
 
 /// Acked bytes of the aggregate's two members, read through the API.
 fn acked(base: &str) -> [f64; 2] {
     let (_, v) = call(base, "GET", "/v1/mpat", None);
     let m = &v["aggregates"][0]["members"];
-    [m[0]["acked_bytes"].as_f64().unwrap(), m[1]["acked_bytes"].as_f64().unwrap()]
+    [
+        m[0]["acked_bytes"].as_f64().unwrap(),
+        m[1]["acked_bytes"].as_f64().unwrap(),
+    ]
 }
 
 fn ratio(a: [f64; 2], b: [f64; 2]) -> f64 {
@@ -72,7 +78,11 @@ fn create_join_reweight_delete_through_the_api() {
     let http = Http::start("127.0.0.1:0".parse().unwrap(), hub.clone()).unwrap();
     let base = format!("http://{}", http.local_addr());
     let (s, v) = call(&base, "GET", "/v1/mpat", None);
-    assert_eq!((s, &v["available"]), (200, &serde_json::Value::Bool(true)), "{v}");
+    assert_eq!(
+        (s, &v["available"]),
+        (200, &serde_json::Value::Bool(true)),
+        "{v}"
+    );
 
     let rcv = Role::Rcv.addr();
     let body = format!(
@@ -102,9 +112,9 @@ fn create_join_reweight_delete_through_the_api() {
         threads.push(
             netns::spawn_in(&tb.ns(Role::Snd), "bulk", move || {
                 let s = TcpStream::connect((rcv, port)).unwrap();
-                mgrp_control::sockopt::set_congestion_control(s.as_raw_fd(), "mgrp_mpat")
+                mgrp_control::sockopt::set_congestion_control(s.as_raw_fd(), "mgrp_mpat").unwrap();
+                s.set_write_timeout(Some(Duration::from_millis(50)))
                     .unwrap();
-                s.set_write_timeout(Some(Duration::from_millis(50))).unwrap();
                 let block = vec![0u8; 1 << 16];
                 while !stop.load(Ordering::Relaxed) {
                     let _ = (&s).write(&block);
@@ -119,13 +129,26 @@ fn create_join_reweight_delete_through_the_api() {
     let (_, v) = call(&base, "GET", "/v1/mpat", None);
     let a = &v["aggregates"][0];
     assert_eq!(a["kernel"]["windows"], 2, "both flows joined: {v}");
-    assert_eq!((a["members"][0]["flows"].as_u64(), a["members"][1]["flows"].as_u64()), (Some(1), Some(1)), "{v}");
+    assert_eq!(
+        (
+            a["members"][0]["flows"].as_u64(),
+            a["members"][1]["flows"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{v}"
+    );
     let t0 = acked(&base);
     std::thread::sleep(Duration::from_secs(4));
     let t1 = acked(&base);
-    let (s, v) = call(&base, "PUT", "/v1/mpat/t",
-        Some(&format!(r#"{{"members": [{{"dst": "{rcv}", "port": 7811, "weight": 3}},
-            {{"dst": "{rcv}", "port": 7812, "weight": 1}}]}}"#)));
+    let (s, v) = call(
+        &base,
+        "PUT",
+        "/v1/mpat/t",
+        Some(&format!(
+            r#"{{"members": [{{"dst": "{rcv}", "port": 7811, "weight": 3}},
+            {{"dst": "{rcv}", "port": 7812, "weight": 1}}]}}"#
+        )),
+    );
     assert_eq!(s, 200, "{v}");
     std::thread::sleep(Duration::from_secs(2));
     let t2 = acked(&base);
@@ -138,7 +161,10 @@ fn create_join_reweight_delete_through_the_api() {
     assert!((r1 / 3.0 - 1.0).abs() < 0.15, "1:3 gave {r1}");
     assert!((r2 * 3.0 - 1.0).abs() < 0.15, "3:1 gave {r2}");
     let text = mgrp_service::metrics::render(&hub, 0).unwrap();
-    assert!(text.contains("mgrp_mpat_aggregate_windows{aggregate=\"t\"} 2"), "{text}");
+    assert!(
+        text.contains("mgrp_mpat_aggregate_windows{aggregate=\"t\"} 2"),
+        "{text}"
+    );
 
     let (s, v) = call(&base, "DELETE", "/v1/mpat/t", None);
     assert_eq!(s, 200, "{v}");
@@ -151,5 +177,8 @@ fn create_join_reweight_delete_through_the_api() {
     drop(http);
     hub.set_mpat(None);
     let avail = mgrp_control::available_congestion_controls().unwrap();
-    assert!(!avail.iter().any(|a| a == "mgrp_mpat"), "left registered: {avail:?}");
+    assert!(
+        !avail.iter().any(|a| a == "mgrp_mpat"),
+        "left registered: {avail:?}"
+    );
 }
