@@ -470,12 +470,7 @@ impl Book {
 }
 
 /// Keep two samples per rule at least `MIN_SAMPLE_NS` apart; the rate is their delta.
-fn rate(
-    samples: &mut SampleMap,
-    rule: MemberRule,
-    now_ns: u64,
-    acked_bytes: u64,
-) -> Option<f64> {
+fn rate(samples: &mut SampleMap, rule: MemberRule, now_ns: u64, acked_bytes: u64) -> Option<f64> {
     let cur = Sample {
         t_ns: now_ns,
         acked_bytes,
