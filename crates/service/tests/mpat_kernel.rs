@@ -156,8 +156,9 @@ fn create_join_reweight_delete_through_the_api() {
     let t3 = acked(&base);
     let (r1, r2) = (ratio(t0, t1), ratio(t2, t3));
     eprintln!("acked 2nd/1st: {r1:.3} at 1:3, {r2:.3} at 3:1");
-    // The kernel test of this split (crates/control/tests/mpat_kernel.rs) held it within 4 % over
-    // nine runs; acked bytes counted at the sender over 4 s get 15 %.
+    // Three runs here: 3.005/0.331, 3.033/0.330, 2.936/0.329 (within 2.2 %); the control
+    // crate's kernel test held the split within 4 % over nine runs. Acked bytes over 4 s on a
+    // host with CPU steal get 15 %.
     assert!((r1 / 3.0 - 1.0).abs() < 0.15, "1:3 gave {r1}");
     assert!((r2 * 3.0 - 1.0).abs() < 0.15, "3:1 gave {r2}");
     let text = mgrp_service::metrics::render(&hub, 0).unwrap();
