@@ -543,7 +543,10 @@ impl MpatState {
             Err(e) => MpatView {
                 configured: true,
                 available: false,
-                unavailable_reason: Some(e.to_string()),
+                unavailable_reason: Some(match e {
+                    MpatError::Unavailable(why) => why,
+                    e => e.to_string(),
+                }),
                 aggregates: Vec::new(),
             },
         }

@@ -372,6 +372,7 @@ fn not_configured_and_unavailable() {
     );
     let (_, v) = call(&http, "GET", "/v1/mpat", None);
     assert_eq!(v["available"], false, "{v}");
+    assert_eq!(v["unavailable_reason"], "no BPF in this build", "{v}");
 }
 
 #[test]
