@@ -25,6 +25,8 @@ pub enum BenchCmd {
     /// Congestion controls as transfer modes: background (foreground left, spare taken, recovery,
     /// web completion times) and full speed (high-BDP ramp, lossy goodput) against ground truth.
     Modes(crate::modes_bench::ModesBench),
+    /// MPAT (weighted shares of one host's flows) and mulTCP in the kernel against CUBIC flows.
+    Mpat(crate::mpat_bench::MpatBench),
 }
 
 #[derive(Args)]
@@ -107,6 +109,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Riders(b) => crate::riders_bench::run(b),
         BenchCmd::Capacity(b) => crate::capacity_bench::run(b),
         BenchCmd::Modes(b) => crate::modes_bench::run(b),
+        BenchCmd::Mpat(b) => crate::mpat_bench::run(b),
     }
 }
 

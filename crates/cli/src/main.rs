@@ -9,6 +9,8 @@ mod control_cmd;
 mod estimate_cmd;
 mod methods;
 mod modes_bench;
+mod mpat_bench;
+mod mpat_cmd;
 mod output;
 mod passive_bench;
 mod passive_cmd;
@@ -55,6 +57,9 @@ enum Command {
     /// The transfer modes: which are registered, what the agent feeds them; load them by hand.
     #[command(subcommand)]
     Control(control_cmd::ControlCmd),
+    /// MPAT aggregates in the local agent: create, reweight, delete, status; run a command on mgrp_mpat.
+    #[command(subcommand)]
+    Mpat(mpat_cmd::MpatCmd),
     /// Benchmarks that print figures (JSON and a table).
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
@@ -71,6 +76,12 @@ fn main() -> ExitCode {
             })
         }
         Command::Control(c) => control_cmd::control(c),
+        Command::Mpat(c) => {
+            return mpat_cmd::mpat(c).unwrap_or_else(|e| {
+                fail(e);
+                ExitCode::from(1)
+            })
+        }
         Command::Testbed(cmd) => testbed_cmd::run(cmd),
         Command::Bench(cmd) => bench_cmd::run(cmd),
         Command::Agent(a) => agent_cmd::run(a),

@@ -8,6 +8,7 @@ pub mod capacity_bench;
 pub mod dashboard_run;
 pub mod live_estimate;
 pub mod modes_bench;
+pub mod mpat_bench;
 pub mod pacing_bench;
 pub mod passive_bench;
 pub mod riders_bench;
