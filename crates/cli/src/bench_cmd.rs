@@ -27,6 +27,8 @@ pub enum BenchCmd {
     Modes(crate::modes_bench::ModesBench),
     /// MPAT (weighted shares of one host's flows) and mulTCP in the kernel against CUBIC flows.
     Mpat(crate::mpat_bench::MpatBench),
+    /// Locating the bottleneck link: Tneck (a TCP flow) against a BFind-style UDP ramp on chain3.
+    Bottleneck(crate::bottleneck_bench::BottleneckBench),
 }
 
 #[derive(Args)]
@@ -110,6 +112,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Capacity(b) => crate::capacity_bench::run(b),
         BenchCmd::Modes(b) => crate::modes_bench::run(b),
         BenchCmd::Mpat(b) => crate::mpat_bench::run(b),
+        BenchCmd::Bottleneck(b) => crate::bottleneck_bench::run(b),
     }
 }
 

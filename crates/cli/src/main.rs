@@ -3,6 +3,7 @@
 mod accuracy;
 mod agent_cmd;
 mod bench_cmd;
+mod bottleneck_bench;
 mod bottleneck_cmd;
 mod capacity_bench;
 mod control_cmd;
