@@ -8,17 +8,29 @@
 //! arrived at the rate it was sent. The next range is A ± max(1.96·s/√q, B_m/2) from the recent
 //! results, or — when A fell outside the range — the range widened by half toward it.
 //!
-//! The notes' ambiguities, resolved as they recommend:
+//! The notes' ambiguities, resolved (each choice and the alternatives measured: the sweep section
+//! of `docs/estimators.md`):
 //! - terms T_0 and T_{k+1} are 0; a = k+1 when every sent stream rose, a = 0 when the first did
 //!   not and none rose, otherwise the arg-max in 1..=k with ties to the larger a;
 //! - unsent streams after two successive flat ones count as flat (the early stop);
-//! - for a = 0, A = B_u; for a = k+1, A = B_l (the thesis text has them swapped);
+//! - for a = 0, A = B_u; for a = k+1, A = B_l (the thesis text has them swapped); the range then
+//!   grows by [`SweepParams::grow`] of its width toward A (thesis ½; 1 here), at least B_m;
+//! - the trend test is pathload's on the raw delays, and an increasing verdict also needs the
+//!   delays to rise by [`SweepParams::rise`] packets' service time at the capacity: on 5–8 raw
+//!   delays a stationary queue reads as increasing about half the time, which drags the range
+//!   below A. Published values are scaled by 1 − rise/(N−1), the rate excess that floor implies;
 //! - S in the confidence interval is the standard deviation, over a window of the last
-//!   [`SweepParams::window`] results (else the interval collapses to the floor);
+//!   [`SweepParams::window`] results (else the interval collapses to the floor); B_m is 10% of
+//!   A_prev, A_prev floored at 1% of the access rate (a result of ~0 must not collapse the range);
 //! - the knee of the two-line fit: line (i) is arrival = send (slope 1), line (ii) a least-squares
 //!   line; the split with the least total squared error wins, and A is line (i)'s highest
 //!   sending rate (the sub-range's bottom if line (i) is empty, its top if it takes every point);
+//! - the published value is the median of the in-range results since the range last moved
+//!   ([`ValueRule`]); it follows a step once A leaves the range;
 //! - the initial range comes from a back-to-back train's dispersion rate r: (r/2, r), as Cprobe.
+//!
+//! A driver that sends its own packets (the inline engine) uses [`Sweep::next_stream_rates`] and
+//! [`Sweep::handle_stream`]: one stream out, one verdict back.
 
 use crate::trend::{stream_trend, Trend, TrendParams};
 use crate::{wire_bits, Estimate, Estimator, ProbeSpec, Quality, TrainResult, TrainSpec};
