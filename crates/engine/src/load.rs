@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// What `TCP_INFO` says for ssthresh before the first congestion event.
+const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
 /// One write of the flow.
 const CHUNK: usize = 64 * 1024;
 
@@ -28,6 +30,8 @@ pub struct LoadSample {
     pub retrans: u32,
     /// The kernel's delivery-rate estimate, bits/s.
     pub delivery_rate_bps: f64,
+    /// Still in slow start (no congestion event yet: ssthresh infinite).
+    pub slow_start: bool,
 }
 
 /// When the flow ended: what it wrote and what was acknowledged.
@@ -113,6 +117,7 @@ impl LoadFlow {
             cwnd: i.tcpi_snd_cwnd,
             retrans: i.tcpi_total_retrans,
             delivery_rate_bps: i.tcpi_delivery_rate as f64 * 8.0,
+            slow_start: i.tcpi_snd_ssthresh >= TCP_INFINITE_SSTHRESH,
         })
     }
 

@@ -187,6 +187,7 @@ impl Load for UdpRamp {
             cwnd: 0,
             retrans: 0,
             delivery_rate_bps: self.rate_bps,
+            slow_start: false,
         })
     }
     fn finished(&self) -> bool {
@@ -308,7 +309,13 @@ pub fn run(cfg: &BottleneckBenchConfig, hooks: Hooks) -> Result<Vec<Run>> {
             }
         }
         if let Some(g) = cross {
-            let _ = g.stop();
+            let r = g.stop()?;
+            (hooks.progress)(&format!(
+                "{}: the cross TCP flows got {:.1} Mbit/s over {:.0} s\n",
+                case.name,
+                r.received_bytes as f64 * 8.0 / r.duration_s.max(1e-9) / 1e6,
+                r.duration_s
+            ));
         }
     }
     Ok(out)

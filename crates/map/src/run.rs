@@ -65,6 +65,9 @@ pub fn parallel_traceroute(
     Ok(out)
 }
 
+/// Longest a locator waits for its TCP flow to leave slow start before it samples anyway.
+const SLOW_START_WAIT: Duration = Duration::from_secs(2);
+
 /// What [`bottleneck`] is asked to do.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BottleneckConfig {
@@ -255,7 +258,11 @@ pub fn locate(
         }
         let round_start = Instant::now();
         let s = flow.sample()?;
-        if verdict_at.is_none() {
+        // While the flow is in slow start it overshoots at the first link it outgrows, not at
+        // the one it will share; sampling waits for its first congestion event (at most
+        // `SLOW_START_WAIT`, for a flow that never has one).
+        let ramping = s.slow_start && started.elapsed() < SLOW_START_WAIT;
+        if verdict_at.is_none() && !ramping {
             let r = trace.send_train(&spec)?;
             probe_bytes += spec.bytes();
             let v = tn.handle_sample(&Round::of(&spec, &r))?;
