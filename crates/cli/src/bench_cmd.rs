@@ -25,6 +25,9 @@ pub enum BenchCmd {
     /// Congestion controls as transfer modes: background (foreground left, spare taken, recovery,
     /// web completion times) and full speed (high-BDP ramp, lossy goodput) against ground truth.
     Modes(crate::modes_bench::ModesBench),
+    /// The server-choosing proxy (examples/proxy): requests to the best replica, switch time,
+    /// added latency, on a two-replica tree against ground truth.
+    Proxy(crate::proxy_bench::ProxyBench),
 }
 
 #[derive(Args)]
@@ -107,6 +110,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Riders(b) => crate::riders_bench::run(b),
         BenchCmd::Capacity(b) => crate::capacity_bench::run(b),
         BenchCmd::Modes(b) => crate::modes_bench::run(b),
+        BenchCmd::Proxy(b) => crate::proxy_bench::run(b),
     }
 }
 
