@@ -24,6 +24,12 @@ pub struct ProxyBench {
     /// The agent's method for active measurements.
     #[arg(long)]
     method: Option<String>,
+    /// KiB each client upload carries.
+    #[arg(long)]
+    object_kb: Option<usize>,
+    /// A client's pause between uploads, ms.
+    #[arg(long)]
+    think_ms: Option<u64>,
     /// Runs: medians and ranges over them.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
@@ -52,6 +58,12 @@ pub fn run(a: ProxyBench) -> Result<()> {
     }
     if let Some(m) = a.method {
         cfg.method = m;
+    }
+    if let Some(v) = a.object_kb {
+        cfg.object_bytes = v * 1024;
+    }
+    if let Some(v) = a.think_ms {
+        cfg.think_ms = v;
     }
     cfg.repeat = a.repeat;
     cfg.check()?;
@@ -101,12 +113,12 @@ fn tables(r: &Report) -> Vec<String> {
             c.clients, c.object_bytes / 1024, c.think_ms, c.latency_every_ms, c.method, c.divert_every
         ),
         String::new(),
-        "| run | C measured (Mbit/s) | requests | failed | diverted | to best | to best (ordinary) | change (truth, s) | switch (s) | direct median (ms) | proxy median (ms) | added (ms) | added, paired (ms) | probes asked |".into(),
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
+        "| run | C measured (Mbit/s) | requests | failed | diverted | to best | to best (ordinary) | change (truth, s) | switch (s) | direct median (ms) | proxy median (ms) | added (ms) | added, paired (ms) | probes asked | measurements | probe MB |".into(),
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
     ];
     for x in &r.runs {
         out.push(format!(
-            "| {} | {:.2} / {:.2} | {} | {} | {} | {:.1}% | {:.1}% | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {:.2} / {:.2} | {} | {} | {} | {:.1}% | {:.1}% | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
             x.run + 1,
             x.capacity_measured_mbit[0],
             x.capacity_measured_mbit[1],
@@ -122,6 +134,8 @@ fn tables(r: &Report) -> Vec<String> {
             opt(x.added_median_ms, 3),
             opt(x.added_paired_median_ms, 3),
             x.probes_asked,
+            x.measurements,
+            x.probe_bytes as f64 / 1e6,
         ));
     }
     let s = &r.summary;

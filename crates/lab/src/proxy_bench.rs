@@ -230,6 +230,11 @@ pub struct RunRow {
     /// Median of each pair's (proxy − direct).
     pub added_paired_median_ms: Option<f64>,
     pub probes_asked: u64,
+    /// Active measurements the agent ran, and their probe bytes (both paths).
+    pub measurements: u64,
+    pub probe_bytes: u64,
+    /// The agent's passive source (Wren on src's traffic to the replicas): its counters.
+    pub passive: serde_json::Value,
     pub timeline: Vec<Second>,
 }
 
@@ -584,6 +589,12 @@ fn one_run(cfg: &ProxyBenchConfig, run: usize, hooks: Hooks) -> Result<RunRow> {
             .map_err(|_| Error::Worker("client thread panicked".into()))??;
     }
     let probes_asked = proxy.status().counters.probes_asked;
+    let hub = service.hub();
+    let (measurements, probe_bytes) = hub.paths().iter().fold((0, 0), |(m, b), p| {
+        let c = p.counters();
+        (m + c.measurements, b + c.probe_bytes)
+    });
+    let passive = serde_json::to_value(hub.passive()).unwrap_or_default();
     for f in flows {
         f.stop()?;
     }
@@ -606,7 +617,8 @@ fn one_run(cfg: &ProxyBenchConfig, run: usize, hooks: Hooks) -> Result<RunRow> {
         &reqs,
         &pairs,
         &beliefs,
-        probes_asked,
+        [probes_asked, measurements, probe_bytes],
+        passive,
     ))
 }
 
@@ -633,7 +645,8 @@ fn analyse(
     reqs: &[Req],
     pairs: &[(f64, f64)],
     beliefs: &[Belief],
-    probes_asked: u64,
+    [probes_asked, measurements, probe_bytes]: [u64; 3],
+    passive: serde_json::Value,
 ) -> RunRow {
     let best_at = |t: f64| {
         truth_at(truth, rel, (t - 0.5).max(0.0), t + 0.5).map(|a| if a[1] > a[0] { 1 } else { 0 })
@@ -714,6 +727,9 @@ fn analyse(
         added_median_ms: mp.zip(md).map(|(p, d)| p - d),
         added_paired_median_ms: quantile(&diff, 0.5),
         probes_asked,
+        measurements,
+        probe_bytes,
+        passive,
         timeline,
     }
 }

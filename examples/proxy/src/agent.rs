@@ -17,6 +17,8 @@ pub struct AgentRecord {
     pub value: f64,
     pub high: f64,
     pub source: String,
+    #[serde(default)]
+    pub elapsed_s: f64,
     #[serde(rename = "final")]
     pub final_: bool,
 }
@@ -40,7 +42,8 @@ pub fn feed(
             _ => continue,
         };
         let at = now_mono.saturating_sub(now_real.saturating_sub(r.t_ns));
-        c.handle_estimate(replica, source, at, r.value, r.high);
+        let window = std::time::Duration::try_from_secs_f64(r.elapsed_s).unwrap_or_default();
+        c.handle_estimate(replica, source, at, window, r.value, r.high);
     }
     newest
 }

@@ -8,6 +8,11 @@
 //! quiet: [`Chooser::poll_probe`] asks for an active measurement of it (once per `quiet_after`).
 //! One request in `divert_every` goes to the other replica known longest ago, so every path
 //! keeps carrying a little traffic for Wren.
+//!
+//! An active measurement counts the proxy's own traffic on that path as cross traffic, but
+//! that traffic would leave with the proxy's choice: the bytes the proxy sent to the replica
+//! over the measurement's window are added back (as the service's transfer feed does for its
+//! background flows), so the path carrying the load is not judged worse for carrying it.
 
 use serde::Serialize;
 use std::time::Duration;
@@ -90,8 +95,15 @@ struct Est {
     high: Option<f64>,
 }
 
+/// Bytes sent are counted in buckets of this many ns ...
+const BUCKET_NS: u64 = 100_000_000;
+/// ... the last this many (10 s) kept.
+const BUCKETS: usize = 100;
+
 #[derive(Debug, Clone, Default)]
 struct Path {
+    /// (bucket index, bytes) of what the proxy sent to this replica, oldest first.
+    sent: std::collections::VecDeque<(u64, u64)>,
     active: Option<Est>,
     passive: Option<Est>,
     probe_asked: Option<Nanos>,
@@ -107,6 +119,8 @@ pub struct PathStatus {
     pub figure_bps: Option<f64>,
     pub active_bps: Option<f64>,
     pub active_age_s: Option<f64>,
+    /// What the proxy sent to this replica over the last second, bit/s.
+    pub own_bps: f64,
     pub passive_bps: Option<f64>,
     pub passive_age_s: Option<f64>,
     pub quiet: bool,
@@ -159,22 +173,56 @@ impl Chooser {
         self.paths.len()
     }
 
-    /// An available-bandwidth estimate of `replica`'s path, measured `at` (bit/s). Older than
-    /// the one held: ignored. Not finite or negative: ignored (counted by the caller).
+    /// The proxy sent `bytes` toward `replica`.
+    pub fn handle_sent(&mut self, now: Nanos, replica: usize, bytes: u64) {
+        let Some(p) = self.paths.get_mut(replica) else {
+            return;
+        };
+        let b = now / BUCKET_NS;
+        match p.sent.back_mut() {
+            Some((i, n)) if *i == b => *n += bytes,
+            _ => {
+                p.sent.push_back((b, bytes));
+                if p.sent.len() > BUCKETS {
+                    p.sent.pop_front();
+                }
+            }
+        }
+    }
+
+    /// What the proxy sent to `replica` over `[to - window, to]`, bit/s (window ≥ 1 s).
+    fn own_rate(&self, replica: usize, to: Nanos, window: Duration) -> f64 {
+        let w = (window.as_nanos() as u64).max(1_000_000_000);
+        let (lo, hi) = (to.saturating_sub(w) / BUCKET_NS, to / BUCKET_NS);
+        let bytes: u64 = self.paths[replica]
+            .sent
+            .iter()
+            .filter(|(i, _)| (lo..=hi).contains(i))
+            .map(|(_, n)| n)
+            .sum();
+        bytes as f64 * 8.0 / (w as f64 / 1e9)
+    }
+
+    /// An available-bandwidth estimate of `replica`'s path (bit/s) over `window` ending `at`.
+    /// Older than the one held: ignored. Not finite or negative: ignored (counted by the
+    /// caller). An active one gets the proxy's own rate over its window added back.
     pub fn handle_estimate(
         &mut self,
         replica: usize,
         source: Source,
         at: Nanos,
+        window: Duration,
         value: f64,
         high: f64,
     ) -> bool {
-        let Some(p) = self.paths.get_mut(replica) else {
-            return false;
-        };
-        if !value.is_finite() || value < 0.0 {
+        if replica >= self.paths.len() || !value.is_finite() || value < 0.0 {
             return false;
         }
+        let value = match source {
+            Source::Active => value + self.own_rate(replica, at, window),
+            Source::Passive => value,
+        };
+        let p = &mut self.paths[replica];
         let slot = match source {
             Source::Active => &mut p.active,
             Source::Passive => &mut p.passive,
@@ -352,6 +400,7 @@ impl Chooser {
                         figure_bps: self.figure(now, i),
                         active_bps: p.active.map(|e| e.value),
                         active_age_s: age_s(now, &p.active),
+                        own_bps: self.own_rate(i, now, Duration::from_secs(1)),
                         passive_bps: p.passive.map(|e| e.value),
                         passive_age_s: age_s(now, &p.passive),
                         quiet: self.quiet(now, i),
@@ -370,6 +419,7 @@ mod tests {
 
     const S: Nanos = 1_000_000_000;
     const M: f64 = 1e6;
+    const W: Duration = Duration::from_secs(1);
 
     fn chooser() -> Chooser {
         Chooser::new(ChoiceConfig::default(), 2)
@@ -384,7 +434,7 @@ mod tests {
     fn round_robin_until_every_path_is_known() {
         let mut c = chooser();
         c.handle_agent_ok(0);
-        c.handle_estimate(0, Source::Active, 0, 10.0 * M, 10.0 * M);
+        c.handle_estimate(0, Source::Active, 0, W, 10.0 * M, 10.0 * M);
         let v = run(&mut c, S, 4);
         assert!(v.iter().all(|x| x.reason == Reason::NoEstimates));
         assert_eq!(
@@ -397,8 +447,8 @@ mod tests {
     fn the_most_available_bandwidth_wins_and_under_one_percent_is_diverted() {
         let mut c = chooser();
         c.handle_agent_ok(0);
-        c.handle_estimate(0, Source::Active, 0, 15.0 * M, 15.0 * M);
-        c.handle_estimate(1, Source::Active, 0, 5.0 * M, 5.0 * M);
+        c.handle_estimate(0, Source::Active, 0, W, 15.0 * M, 15.0 * M);
+        c.handle_estimate(1, Source::Active, 0, W, 5.0 * M, 5.0 * M);
         let v = run(&mut c, S, 1280);
         let diverted = v.iter().filter(|x| x.reason == Reason::Divert).count();
         assert_eq!(diverted, 10, "1 in 128");
@@ -415,14 +465,14 @@ mod tests {
     fn switches_when_the_other_path_frees_up_and_holds_within_the_margin() {
         let mut c = chooser();
         c.handle_agent_ok(0);
-        c.handle_estimate(0, Source::Active, 0, 15.0 * M, 15.0 * M);
-        c.handle_estimate(1, Source::Active, 0, 4.8 * M, 4.8 * M);
+        c.handle_estimate(0, Source::Active, 0, W, 15.0 * M, 15.0 * M);
+        c.handle_estimate(1, Source::Active, 0, W, 4.8 * M, 4.8 * M);
         assert_eq!(c.choose(S).replica, 0);
         // 16 is within 10% of 15: stay.
-        c.handle_estimate(1, Source::Active, 2 * S, 16.0 * M, 16.0 * M);
+        c.handle_estimate(1, Source::Active, 2 * S, W, 16.0 * M, 16.0 * M);
         c.handle_agent_ok(2 * S);
         assert_eq!(c.choose(2 * S).replica, 0);
-        c.handle_estimate(1, Source::Active, 3 * S, 20.0 * M, 20.0 * M);
+        c.handle_estimate(1, Source::Active, 3 * S, W, 20.0 * M, 20.0 * M);
         c.handle_agent_ok(3 * S);
         assert_eq!(c.choose(3 * S).replica, 1);
     }
@@ -431,20 +481,20 @@ mod tests {
     fn a_passive_lower_bound_cannot_pull_a_path_under_its_active_figure() {
         let mut c = chooser();
         c.handle_agent_ok(0);
-        c.handle_estimate(0, Source::Active, 0, 15.0 * M, 15.0 * M);
-        c.handle_estimate(1, Source::Active, 0, 10.0 * M, 10.0 * M);
+        c.handle_estimate(0, Source::Active, 0, W, 15.0 * M, 15.0 * M);
+        c.handle_estimate(1, Source::Active, 0, W, 10.0 * M, 10.0 * M);
         // The proxy's own flow on path 0 runs at 3 Mbit/s: a lower bound only (high == value).
-        c.handle_estimate(0, Source::Passive, S, 3.0 * M, 3.0 * M);
+        c.handle_estimate(0, Source::Passive, S, W, 3.0 * M, 3.0 * M);
         c.handle_agent_ok(S);
         assert_eq!(c.status(S).paths[0].figure_bps, Some(15.0 * M));
         assert_eq!(c.choose(S).replica, 0);
         // A rising train at 6 Mbit/s bounds it from above: path 1 is better now.
-        c.handle_estimate(0, Source::Passive, 2 * S, 3.0 * M, 6.0 * M);
+        c.handle_estimate(0, Source::Passive, 2 * S, W, 3.0 * M, 6.0 * M);
         c.handle_agent_ok(2 * S);
         assert_eq!(c.status(2 * S).paths[0].figure_bps, Some(6.0 * M));
         assert_eq!(c.choose(2 * S).replica, 1);
         // And a lower bound above the active figure raises it.
-        c.handle_estimate(0, Source::Passive, 3 * S, 18.0 * M, 18.0 * M);
+        c.handle_estimate(0, Source::Passive, 3 * S, W, 18.0 * M, 18.0 * M);
         c.handle_agent_ok(3 * S);
         assert_eq!(c.status(3 * S).paths[0].figure_bps, Some(18.0 * M));
         assert_eq!(c.choose(3 * S).replica, 0);
@@ -458,11 +508,11 @@ mod tests {
         assert_eq!(c.poll_probe(0), Some(0));
         assert_eq!(c.poll_probe(0), Some(1));
         assert_eq!(c.poll_probe(0), None);
-        c.handle_estimate(0, Source::Active, S, 15.0 * M, 15.0 * M);
-        c.handle_estimate(1, Source::Active, S, 5.0 * M, 5.0 * M);
+        c.handle_estimate(0, Source::Active, S, W, 15.0 * M, 15.0 * M);
+        c.handle_estimate(1, Source::Active, S, W, 5.0 * M, 5.0 * M);
         // Path 0 carries the traffic: fresh passive estimates keep it from being probed.
         for t in 2..10 {
-            c.handle_estimate(0, Source::Passive, t * S, 12.0 * M, 12.0 * M);
+            c.handle_estimate(0, Source::Passive, t * S, W, 12.0 * M, 12.0 * M);
             c.handle_agent_ok(t * S);
             let asked = c.poll_probe(t * S);
             assert_ne!(asked, Some(0), "t = {t}");
@@ -477,8 +527,8 @@ mod tests {
     fn an_unreachable_agent_keeps_the_last_choice_and_says_so() {
         let mut c = chooser();
         c.handle_agent_ok(0);
-        c.handle_estimate(0, Source::Active, 0, 5.0 * M, 5.0 * M);
-        c.handle_estimate(1, Source::Active, 0, 15.0 * M, 15.0 * M);
+        c.handle_estimate(0, Source::Active, 0, W, 5.0 * M, 5.0 * M);
+        c.handle_estimate(1, Source::Active, 0, W, 15.0 * M, 15.0 * M);
         assert_eq!(c.choose(0).replica, 1);
         c.handle_agent_error(S, "connection refused".into());
         // Within the timeout: still up.
@@ -514,13 +564,53 @@ mod tests {
     }
 
     #[test]
+    fn the_proxys_own_rate_is_added_back_to_an_active_estimate() {
+        let mut c = chooser();
+        c.handle_agent_ok(0);
+        // 4.5 Mbit/s to replica 0 for 3 s: 56 250 bytes every 100 ms.
+        for k in 0..30 {
+            c.handle_sent(10 * S + k * S / 10, 0, 56_250);
+        }
+        // Measured over the last 2 s: 8 Mbit/s left beside the proxy's own 4.5.
+        c.handle_estimate(
+            0,
+            Source::Active,
+            13 * S,
+            Duration::from_secs(2),
+            8.0 * M,
+            8.0 * M,
+        );
+        c.handle_estimate(1, Source::Active, 13 * S, W, 11.0 * M, 11.0 * M);
+        let st = c.status(13 * S);
+        let f = st.paths[0].figure_bps.unwrap();
+        // The window [11 s, 13 s] holds the buckets from 11.0 s to 12.9 s: 20 of them.
+        assert!(
+            (f - (8.0 * M + 20.0 * 56_250.0 * 8.0 / 2.0)).abs() < 1.0,
+            "{f}"
+        );
+        assert_eq!(
+            c.choose(13 * S).replica,
+            0,
+            "12.7 beats 11: the load would leave with it"
+        );
+        // Passive estimates are the proxy's own flow: nothing added.
+        c.handle_estimate(1, Source::Passive, 13 * S, W, 3.0 * M, 3.0 * M);
+        assert_eq!(c.status(13 * S).paths[1].passive_bps, Some(3.0 * M));
+        // The buckets are bounded (10 s).
+        for k in 0..1000 {
+            c.handle_sent(20 * S + k * S / 10, 1, 1);
+        }
+        assert!(c.paths[1].sent.len() <= BUCKETS);
+    }
+
+    #[test]
     fn stale_out_of_order_and_bad_estimates_are_ignored() {
         let mut c = chooser();
-        assert!(c.handle_estimate(0, Source::Active, 5 * S, 10.0 * M, 10.0 * M));
-        assert!(!c.handle_estimate(0, Source::Active, 4 * S, 1.0 * M, 1.0 * M));
-        assert!(!c.handle_estimate(0, Source::Active, 6 * S, f64::NAN, 0.0));
-        assert!(!c.handle_estimate(0, Source::Active, 6 * S, -1.0, 0.0));
-        assert!(!c.handle_estimate(7, Source::Active, 6 * S, 1.0, 1.0));
+        assert!(c.handle_estimate(0, Source::Active, 5 * S, W, 10.0 * M, 10.0 * M));
+        assert!(!c.handle_estimate(0, Source::Active, 4 * S, W, 1.0 * M, 1.0 * M));
+        assert!(!c.handle_estimate(0, Source::Active, 6 * S, W, f64::NAN, 0.0));
+        assert!(!c.handle_estimate(0, Source::Active, 6 * S, W, -1.0, 0.0));
+        assert!(!c.handle_estimate(7, Source::Active, 6 * S, W, 1.0, 1.0));
         assert_eq!(c.status(5 * S).paths[0].figure_bps, Some(10.0 * M));
     }
 }

@@ -125,6 +125,18 @@ pub(crate) async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Response<
         .unwrap_or_else(|e| e.into_inner())
         .choose(mono_ns());
     let replica = &sh.replicas[choice.replica];
+    // What leaves toward the replica (the body and roughly the head): the proxy's own load on
+    // that path, added back to active estimates.
+    let head_bytes = 200
+        + parts
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum::<usize>();
+    sh.chooser
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .handle_sent(mono_ns(), choice.replica, (body.len() + head_bytes) as u64);
     let pq = parts
         .uri
         .path_and_query()
