@@ -11,6 +11,7 @@ use crate::{ensure, Error, Hooks, Result};
 use mgrp_engine::auth::Key;
 use mgrp_engine::daemon::{Agent, AgentConfig};
 use mgrp_estimate::stats::quantile;
+use mgrp_proxy::choice::ChoiceConfig;
 use mgrp_proxy::server::{HDR_CHOICE, HDR_REPLICA};
 use mgrp_proxy::{Proxy, ProxyConfig, Replica};
 use mgrp_service::config::{PassiveSource, PathSchedule, ServiceConfig};
@@ -362,77 +363,161 @@ fn header_usize(r: &ureq::http::Response<ureq::Body>, name: &str) -> Option<usiz
     r.headers().get(name)?.to_str().ok()?.parse().ok()
 }
 
-fn one_run(cfg: &ProxyBenchConfig, run: usize, hooks: Hooks) -> Result<RunRow> {
-    let text = cfg.topology();
-    let tb = TopoTestbed::up(
-        &text,
-        crate::topo_run::options(None, "proxy-bench", true, DelayMode::Thread),
-    )
-    .map_err(|e| Error::Config(format!("proxy bench topology: {e}")))?;
-    let t = tb.topology();
-    let idx = |n: &str| {
-        t.index(n)
-            .ok_or_else(|| Error::Config(format!("no node {n}")))
-    };
-    let (src, rx) = (idx("src")?, [idx("rx1")?, idx("rx2")?]);
-    let src_addr = SocketAddr::new(t.host_addr(src).into(), 0);
-    let replica_addrs: Vec<SocketAddr> = rx
-        .iter()
-        .map(|&n| SocketAddr::new(t.host_addr(n).into(), REPLICA_PORT))
-        .collect();
-    count_src_rx2_as_foreground(&tb, src_addr, replica_addrs[1])?;
+/// The scenario's pieces, up: the tree (without its cross traffic), an agent and a replica in
+/// rx1 and rx2, the estimation service (both paths scheduled, Wren on src's traffic to the
+/// replicas) with its HTTP API on src's loopback, and the proxy beside it. Dropping it stops
+/// them all and removes the testbed.
+pub struct ProxyRig {
+    pub proxy: Option<Arc<Proxy>>,
+    http: Option<Http>,
+    service: Option<Service>,
+    _origins: Vec<mgrp_proxy::origin::Origin>,
+    _agents: Vec<Agent>,
+    /// The replicas' HTTP addresses (rx1, rx2).
+    pub replicas: Vec<SocketAddr>,
+    src_ns: String,
+    // Last: the namespaces go after everything in them has stopped.
+    pub tb: TopoTestbed,
+}
 
-    let key = Key::random();
-    let mut agents: Vec<Agent> = Vec::new();
-    let mut origins = Vec::new();
-    for (i, &n) in rx.iter().enumerate() {
-        let listen = SocketAddr::new(t.host_addr(n).into(), AGENT_PORT);
-        let k = key.clone();
-        agents.push(setup(&tb.ns(n), "agent", move || {
-            Agent::start(AgentConfig::new(listen, k)).map_err(|e| e.to_string())
-        })?);
-        let at = replica_addrs[i];
-        origins.push(setup(&tb.ns(n), "origin", move || {
-            mgrp_proxy::origin::Origin::start(at).map_err(|e| e.to_string())
-        })?);
-    }
-    let svc_cfg = ServiceConfig {
-        paths: rx
+impl ProxyRig {
+    pub fn start(
+        cfg: &ProxyBenchConfig,
+        measure_capacity: bool,
+        choice: ChoiceConfig,
+    ) -> Result<ProxyRig> {
+        let tb = TopoTestbed::up(
+            &cfg.topology(),
+            crate::topo_run::options(None, "proxy-bench", measure_capacity, DelayMode::Thread),
+        )
+        .map_err(|e| Error::Config(format!("proxy bench topology: {e}")))?;
+        let t = tb.topology();
+        let idx = |n: &str| {
+            t.index(n)
+                .ok_or_else(|| Error::Config(format!("no node {n}")))
+        };
+        let (src, rx) = (idx("src")?, [idx("rx1")?, idx("rx2")?]);
+        let src_addr = SocketAddr::new(t.host_addr(src).into(), 0);
+        let replicas: Vec<SocketAddr> = rx
             .iter()
-            .map(|&n| PathSchedule {
-                peer: SocketAddr::new(t.host_addr(n).into(), AGENT_PORT),
-                method: cfg.method.clone(),
-                // Rare on its own: the proxy asks when a path goes quiet.
-                every: Duration::from_secs(60),
-                budget: Some(60_000_000),
-            })
-            .collect(),
-        passive: vec![PassiveSource {
-            iface: t.dev(t.links_of(src)[0], src).to_string(),
-            flow: Some(format!("port {REPLICA_PORT}")),
-            window: Duration::from_secs(1),
-        }],
-        ..ServiceConfig::default()
-    };
-    let k = key.clone();
-    let api: SocketAddr = API.parse().map_err(|_| Error::Config("api".into()))?;
-    let (service, http) = setup(&tb.ns(src), "service", move || {
-        let s = Service::start(&svc_cfg, k).map_err(|e| e.to_string())?;
-        let h = Http::start(api, s.hub()).map_err(|e| e.to_string())?;
-        Ok((s, h))
-    })?;
-    let mut pcfg = ProxyConfig::new(
-        PROXY.parse().map_err(|_| Error::Config("proxy".into()))?,
-        replica_addrs.iter().copied().map(Replica::new).collect(),
-        api,
-    );
-    pcfg.choice.divert_every = cfg.divert_every;
-    pcfg.log = false;
-    let proxy = Arc::new(setup(&tb.ns(src), "proxy", move || {
-        Proxy::start(pcfg).map_err(|e| e.to_string())
-    })?);
+            .map(|&n| SocketAddr::new(t.host_addr(n).into(), REPLICA_PORT))
+            .collect();
+        count_src_rx2_as_foreground(&tb, src_addr, replicas[1])?;
 
-    let sampler = TopoTruthSampler::start(&tb, Duration::from_millis(100))?;
+        let key = Key::random();
+        let mut agents: Vec<Agent> = Vec::new();
+        let mut origins = Vec::new();
+        for (i, &n) in rx.iter().enumerate() {
+            let listen = SocketAddr::new(t.host_addr(n).into(), AGENT_PORT);
+            let k = key.clone();
+            agents.push(setup(&tb.ns(n), "agent", move || {
+                Agent::start(AgentConfig::new(listen, k)).map_err(|e| e.to_string())
+            })?);
+            let at = replicas[i];
+            origins.push(setup(&tb.ns(n), "origin", move || {
+                mgrp_proxy::origin::Origin::start(at).map_err(|e| e.to_string())
+            })?);
+        }
+        let svc_cfg = ServiceConfig {
+            paths: rx
+                .iter()
+                .map(|&n| PathSchedule {
+                    peer: SocketAddr::new(t.host_addr(n).into(), AGENT_PORT),
+                    method: cfg.method.clone(),
+                    // Rare on its own: the proxy asks when a path goes quiet.
+                    every: Duration::from_secs(60),
+                    budget: Some(60_000_000),
+                })
+                .collect(),
+            passive: vec![PassiveSource {
+                iface: t.dev(t.links_of(src)[0], src).to_string(),
+                flow: Some(format!("port {REPLICA_PORT}")),
+                window: Duration::from_secs(1),
+            }],
+            ..ServiceConfig::default()
+        };
+        let src_ns = tb.ns(src);
+        let api: SocketAddr = API.parse().map_err(|_| Error::Config("api".into()))?;
+        let (service, http) = setup(&src_ns, "service", move || {
+            let s = Service::start(&svc_cfg, key).map_err(|e| e.to_string())?;
+            let h = Http::start(api, s.hub()).map_err(|e| e.to_string())?;
+            Ok((s, h))
+        })?;
+        let mut pcfg = ProxyConfig::new(
+            PROXY.parse().map_err(|_| Error::Config("proxy".into()))?,
+            replicas.iter().copied().map(Replica::new).collect(),
+            api,
+        );
+        pcfg.choice = choice;
+        pcfg.choice.divert_every = cfg.divert_every;
+        pcfg.log = false;
+        let proxy = setup(&src_ns, "proxy", move || {
+            Proxy::start(pcfg).map_err(|e| e.to_string())
+        })?;
+        Ok(ProxyRig {
+            proxy: Some(Arc::new(proxy)),
+            http: Some(http),
+            service: Some(service),
+            _origins: origins,
+            _agents: agents,
+            replicas,
+            src_ns,
+            tb,
+        })
+    }
+
+    /// The namespace of src (clients, proxy, the agent's API).
+    pub fn src_ns(&self) -> &str {
+        &self.src_ns
+    }
+
+    /// The proxy's address (in src).
+    pub fn proxy_addr() -> &'static str {
+        PROXY
+    }
+
+    /// Take the agent's HTTP API down: the proxy can no longer reach its estimates.
+    pub fn stop_api(&mut self) {
+        self.http.take();
+    }
+
+    /// The schedules' measurements and probe bytes, and the passive source's counters.
+    fn service_figures(&self) -> (u64, u64, serde_json::Value) {
+        let Some(s) = &self.service else {
+            return (0, 0, serde_json::Value::Null);
+        };
+        let hub = s.hub();
+        let (m, b) = hub.paths().iter().fold((0, 0), |(m, b), p| {
+            let c = p.counters();
+            (m + c.measurements, b + c.probe_bytes)
+        });
+        (
+            m,
+            b,
+            serde_json::to_value(hub.passive()).unwrap_or_default(),
+        )
+    }
+}
+
+impl Drop for ProxyRig {
+    fn drop(&mut self) {
+        self.proxy.take();
+        self.http.take();
+        if let Some(s) = self.service.take() {
+            s.stop();
+        }
+    }
+}
+
+fn one_run(cfg: &ProxyBenchConfig, run: usize, hooks: Hooks) -> Result<RunRow> {
+    let rig = ProxyRig::start(cfg, true, ChoiceConfig::default())?;
+    let tb = &rig.tb;
+    let replica_addrs = rig.replicas.clone();
+    let proxy = rig
+        .proxy
+        .clone()
+        .ok_or_else(|| Error::Worker("no proxy".into()))?;
+    let sampler = TopoTruthSampler::start(tb, Duration::from_millis(100))?;
     let caps: Vec<f64> = sampler
         .truth()
         .links
@@ -461,7 +546,7 @@ fn one_run(cfg: &ProxyBenchConfig, run: usize, hooks: Hooks) -> Result<RunRow> {
     for c in 0..cfg.clients {
         let (reqs, stop) = (reqs.clone(), stop.clone());
         let (size, think) = (cfg.object_bytes, Duration::from_millis(cfg.think_ms));
-        workers.push(spawn_in(&tb.ns(src), &format!("client{c}"), move || {
+        workers.push(spawn_in(rig.src_ns(), &format!("client{c}"), move || {
             let agent = http_agent(Duration::from_secs(30));
             let body = vec![b'o'; size];
             let url = format!("http://{PROXY}/upload");
@@ -505,7 +590,7 @@ fn one_run(cfg: &ProxyBenchConfig, run: usize, hooks: Hooks) -> Result<RunRow> {
         let (pairs, stop, reqs) = (pairs.clone(), stop.clone(), reqs.clone());
         let every = Duration::from_millis(cfg.latency_every_ms);
         let replicas = replica_addrs.clone();
-        workers.push(spawn_in(&tb.ns(src), "latency", move || {
+        workers.push(spawn_in(rig.src_ns(), "latency", move || {
             let via = http_agent(Duration::from_secs(10));
             let direct = http_agent(Duration::from_secs(10));
             // Connections opened once and kept: both sides keep-alive.
@@ -589,21 +674,13 @@ fn one_run(cfg: &ProxyBenchConfig, run: usize, hooks: Hooks) -> Result<RunRow> {
             .map_err(|_| Error::Worker("client thread panicked".into()))??;
     }
     let probes_asked = proxy.status().counters.probes_asked;
-    let hub = service.hub();
-    let (measurements, probe_bytes) = hub.paths().iter().fold((0, 0), |(m, b), p| {
-        let c = p.counters();
-        (m + c.measurements, b + c.probe_bytes)
-    });
-    let passive = serde_json::to_value(hub.passive()).unwrap_or_default();
+    let (measurements, probe_bytes, passive) = rig.service_figures();
     for f in flows {
         f.stop()?;
     }
     let truth = sampler.stop()?;
     drop(proxy);
-    drop(http);
-    service.stop();
-    drop(origins);
-    drop(agents);
+    drop(rig);
 
     let reqs = reqs.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let pairs = pairs.lock().unwrap_or_else(|e| e.into_inner()).clone();
