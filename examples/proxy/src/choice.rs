@@ -192,14 +192,15 @@ impl Chooser {
         }
     }
 
-    /// What the proxy sent to `replica` over `[to - window, to]`, bit/s (window ≥ 1 s).
+    /// What the proxy sent to `replica` over `[to - window, to)`, bit/s (window ≥ 1 s), in
+    /// whole buckets: the one holding `to` has only begun.
     fn own_rate(&self, replica: usize, to: Nanos, window: Duration) -> f64 {
         let w = (window.as_nanos() as u64).max(1_000_000_000);
         let (lo, hi) = (to.saturating_sub(w) / BUCKET_NS, to / BUCKET_NS);
         let bytes: u64 = self.paths[replica]
             .sent
             .iter()
-            .filter(|(i, _)| (lo..=hi).contains(i))
+            .filter(|(i, _)| (lo..hi).contains(i))
             .map(|(_, n)| n)
             .sum();
         bytes as f64 * 8.0 / (w as f64 / 1e9)
