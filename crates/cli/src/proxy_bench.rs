@@ -113,12 +113,12 @@ fn tables(r: &Report) -> Vec<String> {
             c.clients, c.object_bytes / 1024, c.think_ms, c.latency_every_ms, c.method, c.divert_every
         ),
         String::new(),
-        "| run | C measured (Mbit/s) | requests | failed | diverted | to best | to best (ordinary) | change (truth, s) | switch (s) | direct median (ms) | proxy median (ms) | added (ms) | added, paired (ms) | probes asked | measurements | probe MB |".into(),
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
+        "| run | C measured (Mbit/s) | requests | failed | diverted | to best | to best (ordinary) | change (truth, s) | switch (s) | flips back | direct median (ms) | proxy median (ms) | added (ms) | added, paired (ms) | probes asked | measurements | probe MB |".into(),
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
     ];
     for x in &r.runs {
         out.push(format!(
-            "| {} | {:.2} / {:.2} | {} | {} | {} | {:.1}% | {:.1}% | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
+            "| {} | {:.2} / {:.2} | {} | {} | {} | {:.1}% | {:.1}% | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
             x.run + 1,
             x.capacity_measured_mbit[0],
             x.capacity_measured_mbit[1],
@@ -129,6 +129,7 @@ fn tables(r: &Report) -> Vec<String> {
             x.to_best_ordinary * 100.0,
             opt(x.change_truth_s, 1),
             opt(x.switch_s, 2),
+            x.flips_back,
             opt(x.direct_median_ms, 3),
             opt(x.proxy_median_ms, 3),
             opt(x.added_median_ms, 3),

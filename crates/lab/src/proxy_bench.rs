@@ -220,9 +220,10 @@ pub struct RunRow {
     pub to_best_ordinary: f64,
     /// When the truth's best path changed (first 0.5 s bin after which path 2 stays ahead).
     pub change_truth_s: Option<f64>,
-    /// From that change to the first ordinary request to replica 2 after the last ordinary one
-    /// to replica 1.
+    /// From that change to the first ordinary request to replica 2.
     pub switch_s: Option<f64>,
+    /// After that, how many times ordinary requests went back to replica 1 (flapping).
+    pub flips_back: usize,
     pub latency_pairs: usize,
     pub direct_median_ms: Option<f64>,
     pub proxy_median_ms: Option<f64>,
@@ -752,16 +753,24 @@ fn analyse(
         }
         t += 0.5;
     }
+    // The first ordinary request to replica 2 after the change; then how often ordinary
+    // requests went back to replica 1 (each return counted once).
     let switch_s = change_truth_s.and_then(|c| {
-        let last_old = ordinary
-            .iter()
-            .filter(|r| r.t_s >= c && r.replica == Some(0))
-            .map(|r| r.t_s)
-            .fold(c, f64::max);
         ordinary
             .iter()
-            .find(|r| r.t_s >= last_old && r.replica == Some(1))
+            .find(|r| r.t_s >= c && r.replica == Some(1))
             .map(|r| r.t_s - c)
+    });
+    let flips_back = change_truth_s.map_or(0, |c| {
+        let after: Vec<Option<usize>> = ordinary
+            .iter()
+            .filter(|r| r.t_s >= c + switch_s.unwrap_or(f64::INFINITY))
+            .map(|r| r.replica)
+            .collect();
+        after
+            .windows(2)
+            .filter(|w| w[0] == Some(1) && w[1] == Some(0))
+            .count()
     });
     let lp: Vec<f64> = pairs.iter().map(|p| p.0 * 1e3).collect();
     let ld: Vec<f64> = pairs.iter().map(|p| p.1 * 1e3).collect();
@@ -798,6 +807,7 @@ fn analyse(
         to_best_ordinary: hits(&ordinary),
         change_truth_s,
         switch_s,
+        flips_back,
         latency_pairs: pairs.len(),
         direct_median_ms: md,
         proxy_median_ms: mp,
