@@ -25,6 +25,10 @@ pub enum BenchCmd {
     /// Congestion controls as transfer modes: background (foreground left, spare taken, recovery,
     /// web completion times) and full speed (high-BDP ramp, lossy goodput) against ground truth.
     Modes(crate::modes_bench::ModesBench),
+    /// MPAT (weighted shares of one host's flows) and mulTCP in the kernel against CUBIC flows.
+    Mpat(crate::mpat_bench::MpatBench),
+    /// Locating the bottleneck link: Tneck (a TCP flow) against a BFind-style UDP ramp on chain3.
+    Bottleneck(crate::bottleneck_bench::BottleneckBench),
     /// The server-choosing proxy (examples/proxy): requests to the best replica, switch time,
     /// added latency, on a two-replica tree against ground truth.
     Proxy(crate::proxy_bench::ProxyBench),
@@ -110,6 +114,8 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Riders(b) => crate::riders_bench::run(b),
         BenchCmd::Capacity(b) => crate::capacity_bench::run(b),
         BenchCmd::Modes(b) => crate::modes_bench::run(b),
+        BenchCmd::Mpat(b) => crate::mpat_bench::run(b),
+        BenchCmd::Bottleneck(b) => crate::bottleneck_bench::run(b),
         BenchCmd::Proxy(b) => crate::proxy_bench::run(b),
     }
 }

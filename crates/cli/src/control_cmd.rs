@@ -48,17 +48,23 @@ fn code_of(status: ExitStatus) -> u8 {
 
 /// Run CMD with its TCP sockets on the mode; CMD's exit status is ours.
 pub fn run(a: RunArgs) -> Result<ExitCode> {
-    let cc = a.mode.cc_name();
-    let cg = CgroupRun::new(cc).map_err(explain)?;
-    let mut cmd = Command::new(&a.cmd[0]);
-    cmd.args(&a.cmd[1..]);
+    let cg = CgroupRun::new(a.mode.cc_name()).map_err(explain)?;
+    run_in(&cg, &a.cmd)
+}
+
+/// Run `argv` in the cgroup `cg` (its TCP sockets on the cgroup's congestion control); its exit
+/// status is ours. Also `mgrp mpat run`.
+pub(crate) fn run_in(cg: &CgroupRun, argv: &[OsString]) -> Result<ExitCode> {
+    let cc = cg.congestion_control().to_string();
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
     cg.prepare(&mut cmd).map_err(explain)?;
     // Ctrl-C reaches the command through the terminal; SIGTERM to us is passed on. Either
     // way we wait for it, so the cgroup is removed after it.
     crate::signals::catch_signals();
     let mut child = cmd
         .spawn()
-        .with_context(|| format!("cannot start {:?}", a.cmd[0]))?;
+        .with_context(|| format!("cannot start {:?}", argv[0]))?;
     let mut passed_on = false;
     let status = loop {
         if let Some(s) = child.try_wait()? {
@@ -81,7 +87,6 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             String::new()
         }
     );
-    drop(cg);
     Ok(ExitCode::from(code_of(status)))
 }
 

@@ -3,11 +3,15 @@
 mod accuracy;
 mod agent_cmd;
 mod bench_cmd;
+mod bottleneck_bench;
+mod bottleneck_cmd;
 mod capacity_bench;
 mod control_cmd;
 mod estimate_cmd;
 mod methods;
 mod modes_bench;
+mod mpat_bench;
+mod mpat_cmd;
 mod output;
 mod passive_bench;
 mod passive_cmd;
@@ -46,6 +50,8 @@ enum Command {
     Estimate(estimate_cmd::EstimateArgs),
     /// The path to a peer agent hop by hop: routers' addresses and delays (TTL-limited probes).
     Trace(trace_cmd::TraceArgs),
+    /// Which link of the path to a peer agent limits a TCP flow, and what it gets (Tneck).
+    Bottleneck(bottleneck_cmd::BottleneckArgs),
     /// Available bandwidth from existing TCP traffic (Wren), live or from a pcap; no probes.
     Passive(passive_cmd::PassiveArgs),
     /// Run a command with its TCP sockets on a transfer mode (background, full-speed, ledbat).
@@ -53,6 +59,9 @@ enum Command {
     /// The transfer modes: which are registered, what the agent feeds them; load them by hand.
     #[command(subcommand)]
     Control(control_cmd::ControlCmd),
+    /// MPAT aggregates in the local agent: create, reweight, delete, status; run a command on mgrp_mpat.
+    #[command(subcommand)]
+    Mpat(mpat_cmd::MpatCmd),
     /// Benchmarks that print figures (JSON and a table).
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
@@ -69,6 +78,12 @@ fn main() -> ExitCode {
             })
         }
         Command::Control(c) => control_cmd::control(c),
+        Command::Mpat(c) => {
+            return mpat_cmd::mpat(c).unwrap_or_else(|e| {
+                fail(e);
+                ExitCode::from(1)
+            })
+        }
         Command::Testbed(cmd) => testbed_cmd::run(cmd),
         Command::Bench(cmd) => bench_cmd::run(cmd),
         Command::Agent(a) => agent_cmd::run(a),
@@ -76,6 +91,7 @@ fn main() -> ExitCode {
         Command::Estimate(a) => estimate_cmd::run(a),
         Command::Passive(a) => passive_cmd::run(a),
         Command::Trace(a) => trace_cmd::run(a),
+        Command::Bottleneck(a) => bottleneck_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -228,7 +228,7 @@ pub struct DelaylineArgs {
 pub fn rate(s: &str) -> Result<u64, String> {
     parse_rate(s).map_err(|e| e.to_string())
 }
-fn bytes(s: &str) -> Result<u64, String> {
+pub fn bytes(s: &str) -> Result<u64, String> {
     parse_bytes(s).map_err(|e| e.to_string())
 }
 pub fn duration(s: &str) -> Result<Duration, String> {

@@ -51,3 +51,54 @@ fn an_agent_that_is_not_there_is_named_not_waited_for() {
     assert!(e.contains("is `mgrp agent` running there?"), "{e}");
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
+
+#[test]
+fn bottleneck_bad_input_is_a_clear_error_and_an_absent_agent_is_named() {
+    let run = |args: &[&str]| {
+        Command::new(MGRP)
+            .arg("bottleneck")
+            .args(args)
+            .env("MGRP_KEY", KEY)
+            .output()
+            .expect("run mgrp")
+    };
+    for (args, why) in [
+        (
+            &["127.0.0.1", "--max-hops", "65"][..],
+            "TTL 65 is out of range",
+        ),
+        (
+            &["127.0.0.1", "--budget", "10"],
+            "--budget must be at least",
+        ),
+        (
+            &["127.0.0.1", "--max-time", "10m"],
+            "--max-time must be between",
+        ),
+        (
+            &["127.0.0.1", "--confirm", "0"],
+            "confirmation needs 1..=100",
+        ),
+        (&["127.0.0.1", "--base-rounds", "0"], "base rounds must be"),
+    ] {
+        let o = run(args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(
+            stderr(&o).contains(why),
+            "{args:?}: wanted {why:?} in {}",
+            stderr(&o)
+        );
+    }
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let peer = format!("127.0.0.1:{}", free.local_addr().unwrap().port());
+    drop(free);
+    let t0 = Instant::now();
+    let o = run(&[&peer]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains(&format!("connect to agent at {peer}")),
+        "{}",
+        stderr(&o)
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5));
+}

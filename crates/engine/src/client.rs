@@ -195,7 +195,13 @@ impl Session {
         for e in &early {
             hops.handle_error(e);
         }
-        let sent = sends.iter().filter(|s| s.mono_ns.is_some()).count() as u16;
+        // Probes known to expire before the peer are not counted: it need not wait for them.
+        let sent = spec
+            .probes
+            .iter()
+            .zip(&sends)
+            .filter(|(p, s)| s.mono_ns.is_some() && spec.may_arrive(p))
+            .count() as u16;
         // The peer may already be gone: then the report is simply missing.
         let report = match self.ctrl.send(&self.proto.end_train(train, sent)) {
             Ok(()) => self.await_report(Instant::now() + REPORT_GRACE),
@@ -304,6 +310,34 @@ impl Session {
                 Ok(None) | Err(_) => return None,
             }
         }
+    }
+}
+
+impl Session {
+    /// Turn this session's connection into a load flow to the peer agent (which reads and
+    /// discards it): bulk TCP for at most `max` (the agent sinks at most
+    /// [`MAX_LOAD`](crate::proto::MAX_LOAD)) and `budget` bytes, on congestion control `cc` if
+    /// given. Only a session that has sent no train may become a load.
+    pub fn into_load(
+        mut self,
+        max: Duration,
+        budget: u64,
+        cc: Option<&str>,
+    ) -> Result<crate::load::LoadFlow, Error> {
+        let stream = self
+            .ctrl
+            .conn
+            .stream
+            .try_clone()
+            .map_err(|e| Error::io("clone the control socket", e))?;
+        let max = max.min(crate::proto::MAX_LOAD);
+        self.ctrl.send(&Control::Load {
+            max_ms: max.as_millis() as u32,
+        })?;
+        // Dropping the session sends Close on the same connection: the agent, sinking it
+        // now, reads and discards those bytes like the rest.
+        drop(self);
+        crate::load::LoadFlow::start(stream, max, budget, cc)
     }
 }
 

@@ -14,6 +14,7 @@ pub mod auth;
 pub mod client;
 pub mod daemon;
 mod driver;
+pub mod load;
 pub mod pacer;
 pub mod proto;
 pub mod riders;

@@ -92,6 +92,7 @@ fn every_probe_accounted_for_at_its_exact_size() {
             })
             .collect(),
         tolerance_ns: None,
+        reach_ttl: None,
     };
     let r = send(&tb, spec);
     for p in &r.probes {

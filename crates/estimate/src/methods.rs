@@ -75,7 +75,7 @@ impl Method {
                 "SLoPS with pathload's original pacing (pSLOW): the classic tool's behaviour"
             }
             Method::Chirp => "pathChirp: exponentially spaced chirps, 11 averaged",
-            Method::Sweep => "ImTCP's sub-range sweep: 5-probe streams, 10 results",
+            Method::Sweep => "ImTCP's sub-range sweep: 8-probe streams, median of 10 results",
             Method::Capacity => "Capacity only, from back-to-back packet trains (dispersion mode)",
         }
     }

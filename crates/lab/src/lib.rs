@@ -3,10 +3,12 @@
 //! results: the `mgrp` CLI does, and tests call the same functions.
 
 pub mod accuracy;
+pub mod bottleneck_bench;
 pub mod capacity_bench;
 pub mod dashboard_run;
 pub mod live_estimate;
 pub mod modes_bench;
+pub mod mpat_bench;
 pub mod pacing_bench;
 pub mod passive_bench;
 pub mod proxy_bench;

@@ -23,7 +23,7 @@ mod full_speed;
 pub mod metrics;
 pub mod setups;
 
-pub use flow::TcpStats;
+pub use flow::{tcp_sysctls, BulkFlow, TcpStats};
 pub use metrics::{Completion, Spread};
 
 use crate::{ensure, Error, Hooks, Result};

@@ -9,9 +9,13 @@
 //! How replies are tied to probes (the engine's ICMP error queue) is in `docs/trace.md`.
 
 pub mod run;
+pub mod tneck;
 pub mod trace;
 
-pub use run::{parallel_traceroute, trace};
+pub use run::{
+    bottleneck, parallel_traceroute, trace, BottleneckConfig, BottleneckReport, PathHop,
+};
+pub use tneck::{Tneck, TneckConfig, TneckError, Verdict};
 pub use trace::{Answer, HopRow, Round, TraceConfig, TraceError, TraceReport, Tracer};
 
 #[derive(Debug, thiserror::Error)]
@@ -20,4 +24,6 @@ pub enum Error {
     Trace(#[from] TraceError),
     #[error("{0}")]
     Engine(#[from] mgrp_engine::Error),
+    #[error("{0}")]
+    Tneck(#[from] TneckError),
 }

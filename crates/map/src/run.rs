@@ -1,8 +1,12 @@
 //! The I/O under [`crate::trace`]: send its trains over a session and fold the results.
 
+use crate::tneck::{Sample, Tneck, TneckConfig, Verdict};
 use crate::trace::{parallel_train, Round, TraceConfig, TraceReport, Tracer};
 use crate::Error;
 use mgrp_engine::client::Session;
+use mgrp_engine::load::LoadSample;
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// Trace the path to the session's peer agent: `cfg.runs` parallel rounds, the minimum per
@@ -59,4 +63,246 @@ pub fn parallel_traceroute(
         }
     }
     Ok(out)
+}
+
+/// What [`bottleneck`] is asked to do.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BottleneckConfig {
+    pub tneck: TneckConfig,
+    /// Highest TTL of the idle traceroutes that find the path.
+    pub max_hops: u8,
+    /// Longest the TCP flow may run.
+    pub max_load: Duration,
+    /// Most bytes the TCP flow may send (the byte budget).
+    pub budget_bytes: u64,
+    /// After the verdict, the flow keeps running this long so its throughput (the bound) is
+    /// measured over more than the few RTTs of the confirming samples.
+    pub measure: Duration,
+    /// Congestion control of the TCP flow (the kernel default if `None`).
+    pub cc: Option<String>,
+    /// Probe size of the traceroutes.
+    pub size: u16,
+}
+
+impl Default for BottleneckConfig {
+    fn default() -> Self {
+        BottleneckConfig {
+            tneck: TneckConfig::default(),
+            max_hops: 30,
+            max_load: Duration::from_secs(15),
+            budget_bytes: 50_000_000,
+            measure: Duration::from_secs(2),
+            cc: None,
+            size: 64,
+        }
+    }
+}
+
+/// One hop of the path, as the idle traceroutes found it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PathHop {
+    pub ttl: u8,
+    pub addr: Option<IpAddr>,
+    /// Base delay (minimum over the idle rounds): RTT for a router, one-way for the agent.
+    pub base_ns: Option<i64>,
+}
+
+/// What `mgrp bottleneck` reports.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BottleneckReport {
+    pub peer: String,
+    pub path: Vec<PathHop>,
+    pub verdict: Option<Verdict>,
+    /// The bottleneck link's ends: its near hop's address (`None` for the sender itself) and
+    /// its far hop's.
+    pub link_from: Option<IpAddr>,
+    pub link_to: Option<IpAddr>,
+    /// The TCP flow's throughput from the verdict to the end (`measure` later), past its slow
+    /// start: the link's TCP-available bandwidth ("=B").
+    pub bound_bps: Option<f64>,
+    pub samples: Vec<Sample>,
+    /// Bytes of the traceroute probes (idle and loaded) and of the TCP flow.
+    pub probe_bytes: u64,
+    pub flow_bytes: u64,
+    pub flow_retrans: u32,
+    /// Seconds from the flow's start to the verdict.
+    pub seconds_to_verdict: Option<f64>,
+    /// How hard the load pushed when the verdict came, bit/s (the kernel's delivery rate of
+    /// the TCP flow; a ramp's current rate).
+    pub load_bps_at_verdict: Option<f64>,
+    /// Why there is no verdict, when there is none.
+    pub why_not: Option<String>,
+}
+
+/// The load a bottleneck locator drives while it traceroutes: Tneck's TCP flow
+/// ([`mgrp_engine::load::LoadFlow`]) or, as a baseline, a BFind-style rising UDP ramp.
+pub trait Load {
+    /// The load's state now; `srtt_us` paces the samples (one per RTT).
+    fn sample(&mut self) -> Result<LoadSample, Error>;
+    /// The load ended by itself (time or budget spent, peer gone).
+    fn finished(&self) -> bool;
+    /// End it: bytes delivered, retransmits, and whether it failed.
+    fn stop(self: Box<Self>) -> mgrp_engine::load::LoadReport;
+}
+
+impl Load for mgrp_engine::load::LoadFlow {
+    fn sample(&mut self) -> Result<LoadSample, Error> {
+        Ok(mgrp_engine::load::LoadFlow::sample(self)?)
+    }
+    fn finished(&self) -> bool {
+        mgrp_engine::load::LoadFlow::finished(self)
+    }
+    fn stop(self: Box<Self>) -> mgrp_engine::load::LoadReport {
+        mgrp_engine::load::LoadFlow::stop(*self)
+    }
+}
+
+/// Tneck between this host and the session's peer agent: idle traceroutes for the base over
+/// `trace`, then a TCP flow over `load` (a second session, which becomes the flow) with one
+/// parallel traceroute per RTT until a link is confirmed, the flow's time or byte budget is
+/// spent, or `stop()`. `on_sample` sees each loaded sample as it comes.
+pub fn bottleneck(
+    trace: &mut Session,
+    load: Session,
+    cfg: &BottleneckConfig,
+    stop: impl FnMut() -> bool,
+    on_sample: impl FnMut(&Sample),
+) -> Result<BottleneckReport, Error> {
+    let (max, budget, cc) = (cfg.max_load, cfg.budget_bytes, cfg.cc.clone());
+    locate(
+        trace,
+        move || -> Result<Box<dyn Load>, Error> {
+            Ok(Box::new(load.into_load(max, budget, cc.as_deref())?))
+        },
+        cfg,
+        stop,
+        on_sample,
+    )
+}
+
+/// [`bottleneck`] with any [`Load`], started by `start_load` once the idle rounds are done.
+pub fn locate(
+    trace: &mut Session,
+    start_load: impl FnOnce() -> Result<Box<dyn Load>, Error>,
+    cfg: &BottleneckConfig,
+    mut stop: impl FnMut() -> bool,
+    mut on_sample: impl FnMut(&Sample),
+) -> Result<BottleneckReport, Error> {
+    let mut tn = Tneck::new(cfg.tneck)?;
+    let mut probe_bytes = 0u64;
+    let mut tracer = Tracer::new(TraceConfig {
+        max_hops: cfg.max_hops,
+        runs: cfg.tneck.base_rounds,
+        size: cfg.size,
+        gap_ns: 20_000,
+    })?;
+    while let Some(spec) = tracer.poll_train() {
+        if stop() {
+            break;
+        }
+        let r = trace.send_train(&spec)?;
+        tracer.handle_train(&spec, &r);
+        probe_bytes += spec.bytes();
+    }
+    for r in tracer.rounds() {
+        tn.handle_base(r);
+    }
+    let peer = trace.peer().to_string();
+    let rep = tracer.report(&peer);
+    let path: Vec<PathHop> = rep
+        .hops
+        .iter()
+        .map(|h| PathHop {
+            ttl: h.ttl,
+            addr: h.addrs.first().copied(),
+            base_ns: tn.base().get(h.ttl as usize - 1).copied().flatten(),
+        })
+        .collect();
+    let mut report = BottleneckReport {
+        peer,
+        path,
+        verdict: None,
+        link_from: None,
+        link_to: None,
+        bound_bps: None,
+        samples: Vec::new(),
+        probe_bytes,
+        flow_bytes: 0,
+        flow_retrans: 0,
+        seconds_to_verdict: None,
+        load_bps_at_verdict: None,
+        why_not: None,
+    };
+    let end = match tracer.rounds().iter().filter_map(Round::end).min() {
+        Some(e) if rep.reached && tn.base_ready() => e,
+        _ => {
+            report.why_not = Some(format!(
+                "the idle traceroutes did not reach the agent within {} hops (or no hop answered)",
+                cfg.max_hops
+            ));
+            return Ok(report);
+        }
+    };
+    let mut spec = crate::trace::parallel_train(end, cfg.size, 20_000)?;
+    spec.reach_ttl = Some(end);
+    let mut flow = start_load()?;
+    let mut at_verdict: Option<LoadSample> = None;
+    let mut verdict_at: Option<Instant> = None;
+    let started = Instant::now();
+    while !stop() && !flow.finished() {
+        if verdict_at.is_some_and(|t| t.elapsed() >= cfg.measure) {
+            break;
+        }
+        let round_start = Instant::now();
+        let s = flow.sample()?;
+        if verdict_at.is_none() {
+            let r = trace.send_train(&spec)?;
+            probe_bytes += spec.bytes();
+            let v = tn.handle_sample(&Round::of(&spec, &r))?;
+            let last = tn.samples().last().expect("a sample was just taken");
+            on_sample(last);
+            if v.is_some() {
+                at_verdict = flow.sample().ok();
+                verdict_at = Some(Instant::now());
+                report.seconds_to_verdict = Some(started.elapsed().as_secs_f64());
+            }
+        }
+        // One sample per RTT of the flow (its srtt grows with the queue it builds).
+        let rtt = Duration::from_micros(s.srtt_us.max(1_000) as u64);
+        let wait = rtt.saturating_sub(round_start.elapsed());
+        std::thread::sleep(wait.min(Duration::from_millis(200)));
+    }
+    let last = flow.sample().ok();
+    let done = flow.stop();
+    report.flow_bytes = done.bytes_acked;
+    report.flow_retrans = done.retrans;
+    report.probe_bytes = probe_bytes;
+    report.samples = tn.samples().to_vec();
+    report.verdict = tn.verdict();
+    report.load_bps_at_verdict = at_verdict.map(|s| s.delivery_rate_bps);
+    if let (Some(a), Some(b)) = (at_verdict, last) {
+        if b.t_s > a.t_s + 0.1 {
+            report.bound_bps = Some((b.bytes_acked - a.bytes_acked) as f64 * 8.0 / (b.t_s - a.t_s));
+        }
+    }
+    match report.verdict {
+        Some(v) => {
+            let hop = |ttl: u8| report.path.get(ttl as usize - 1).and_then(|h| h.addr);
+            report.link_from = if v.link > 1 { hop(v.link - 1) } else { None };
+            report.link_to = hop(v.link);
+        }
+        None => {
+            report.why_not = Some(if done.failed {
+                "the TCP flow to the agent failed".into()
+            } else {
+                format!(
+                    "no link was confirmed in {} samples ({} of them saw a rise of at least {:.1} ms)",
+                    tn.samples().len(),
+                    tn.votes().iter().sum::<u32>(),
+                    cfg.tneck.min_rise_ns as f64 / 1e6
+                )
+            })
+        }
+    }
+    Ok(report)
 }

@@ -8,6 +8,8 @@
  *   (mean per step, the band is the step's min–max); its newest estimate: /v1/estimate;
  * - /v1/transfer: the eBPF transfer modes (per-mode counters, what the map holds per destination),
  *   shown in their own panel when the agent's configuration has [transfer];
+ * - /v1/mpat: MPAT aggregates (members, weights, shares, rates, shared-bottleneck warnings), in
+ *   their own panel when the configuration has [mpat] (data-mpat: off | unavailable | available);
  * - /v1/events (Server-Sent Events): each new avail_bw estimate, drawn as it arrives. A poll
  *   refreshes everything every few seconds, more often when the event stream is unavailable, so
  *   the page keeps working without it.
@@ -181,13 +183,15 @@
     const path0 = st.path;
     const win = st.win;
     try {
-      const [paths, schedules, transfer] = await Promise.all([
+      const [paths, schedules, transfer, mpat] = await Promise.all([
         api('/v1/paths'),
         api('/v1/schedules'),
         api('/v1/transfer'),
+        api('/v1/mpat'),
       ]);
       st.schedules = schedules;
       transferPanel(transfer);
+      mpatPanel(mpat);
       const known = new Map();
       for (const { path, metric } of paths) {
         if (!known.has(path)) known.set(path, new Set());
@@ -581,6 +585,45 @@
           .join('') +
         '<tr><td colspan="6"><small>rates in Mbit/s</small></td></tr>'
       : '<tr><td>no destinations: schedule a path ([[path]]) to feed the modes</td></tr>';
+  }
+
+  /** MPAT: hidden unless configured; why not when unavailable; else per aggregate its
+   * members' weights, shares and rates. */
+  function mpatPanel(m) {
+    const el = $('#mpat');
+    const state = !m.configured ? 'off' : m.available ? 'available' : 'unavailable';
+    document.body.dataset.mpat = state;
+    el.hidden = state === 'off';
+    if (state === 'off') return;
+    const aggs = m.aggregates || [];
+    el.querySelector('.mstatus').innerHTML =
+      state === 'available'
+        ? `<span class="method">mgrp_mpat</span> registered · ${aggs.length} aggregate${aggs.length === 1 ? '' : 's'}`
+        : `<span class="warn">unavailable: ${esc(m.unavailable_reason || '?')}</span>`;
+    el.querySelector('.maggs').innerHTML = aggs.length
+      ? '<tr><th>aggregate / member</th><th>weight</th><th>share</th><th>rate</th><th>flows</th></tr>' +
+        aggs
+          .map((a) => {
+            const k = a.kernel || {};
+            const head =
+              `<tr><td><b>${esc(a.name)}</b> <small>${k.windows ?? '?'} open · C ${num(k.cwnd_pkts ?? 0)} pkts · ` +
+              `${k.halvings ?? 0} halvings${k.refused ? ` · <span class="warn">${k.refused} refused (16 max)</span>` : ''}</small></td>` +
+              `<td></td><td></td><td>${mbit(a.rate_bps)}</td><td></td></tr>`;
+            const rows = (a.members || [])
+              .map(
+                (x) =>
+                  `<tr><td>&nbsp;&nbsp;${esc(x.dst ?? '*')}:${esc(x.port ?? '*')}</td><td>${x.weight}</td>` +
+                  `<td>${num(x.share * 100)} %</td><td>${mbit(x.rate_bps)}</td><td>${x.flows}</td></tr>`,
+              )
+              .join('');
+            const warn = (a.warnings || [])
+              .map((w) => `<tr><td colspan="5"><span class="warn">${esc(w)}</span></td></tr>`)
+              .join('');
+            return head + rows + warn;
+          })
+          .join('') +
+        '<tr><td colspan="5"><small>rates in Mbit/s (acked bytes between reads)</small></td></tr>'
+      : '<tr><td>no aggregates: create one with <code>mgrp mpat create</code> or POST /v1/mpat</td></tr>';
   }
 
   function waiting() {

@@ -36,6 +36,11 @@
 //! passive = false                        # Wren estimates feed their flow's destination too
 //! max_destinations = 256                 # map entries the agent keeps
 //! destinations = { "198.18.3.2" = ["198.18.3.9"] }   # a peer's estimates also feed these
+//!
+//! [mpat]                                 # MPAT aggregates (mgrp_mpat), more over /v1/mpat
+//! [[mpat.aggregate]]
+//! name = "video"
+//! members = [{ dst = "198.18.3.2", port = 443, weight = 5 }, { dst = "198.18.3.2", weight = 1 }]
 //! ```
 
 use mgrp_control::{FeedConfig, Mode, PathParams};
@@ -144,6 +149,8 @@ pub struct ServiceConfig {
     pub passive: Vec<PassiveSource>,
     pub riders: Option<RidersConfig>,
     pub transfer: Option<TransferConfig>,
+    /// MPAT aggregates (`crate::mpat`).
+    pub mpat: Option<crate::mpat::MpatConfig>,
 }
 
 impl Default for ServiceConfig {
@@ -159,6 +166,7 @@ impl Default for ServiceConfig {
             passive: Vec::new(),
             riders: None,
             transfer: None,
+            mpat: None,
         }
     }
 }
@@ -230,6 +238,7 @@ struct RawConfig {
     passive: Vec<RawPassive>,
     riders: Option<RawRiders>,
     transfer: Option<RawTransfer>,
+    mpat: Option<crate::mpat::MpatConfig>,
 }
 
 /// A retention: a duration, or whole days (`7d`, up to ten years).
@@ -411,6 +420,10 @@ impl ServiceConfig {
         if let Some(t) = raw.transfer {
             let peers: Vec<IpAddr> = c.paths.iter().map(|p| p.peer.ip()).collect();
             c.transfer = Some(parse_transfer(t, &peers).map_err(|e| format!("transfer: {e}"))?);
+        }
+        if let Some(m) = raw.mpat {
+            crate::mpat::check_config(&m).map_err(|e| format!("mpat: {e}"))?;
+            c.mpat = Some(m);
         }
         Ok(c)
     }

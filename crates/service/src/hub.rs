@@ -51,6 +51,8 @@ pub struct Hub {
     pub(crate) archive: RwLock<Option<Arc<Archive>>>,
     /// The transfer modes' feed, when `[transfer]` is configured.
     pub(crate) transfer: RwLock<Option<Arc<TransferState>>>,
+    /// MPAT aggregates, when `[mpat]` is configured.
+    pub(crate) mpat: RwLock<Option<Arc<crate::mpat::MpatState>>>,
     /// Live subscriptions (SSE clients).
     pub subscribers: AtomicU64,
     /// Estimates that subscribers missed because they fell behind.
@@ -69,6 +71,7 @@ impl Hub {
             token: RwLock::new(token.map(Into::into)),
             archive: RwLock::new(None),
             transfer: RwLock::new(None),
+            mpat: RwLock::new(None),
             subscribers: AtomicU64::new(0),
             events_lagged: AtomicU64::new(0),
             counter_groups: RwLock::new(Vec::new()),
@@ -119,6 +122,17 @@ impl Hub {
             .ok()
             .and_then(|t| t.as_ref().map(|s| s.view()))
             .unwrap_or_else(TransferView::not_configured)
+    }
+
+    /// MPAT's aggregates, when `[mpat]` is configured.
+    pub fn mpat(&self) -> Option<Arc<crate::mpat::MpatState>> {
+        self.mpat.read().ok().and_then(|m| m.clone())
+    }
+
+    pub fn set_mpat(&self, m: Option<Arc<crate::mpat::MpatState>>) {
+        if let Ok(mut g) = self.mpat.write() {
+            *g = m;
+        }
     }
 
     pub(crate) fn set_transfer(&self, t: Option<Arc<TransferState>>) {

@@ -15,6 +15,7 @@ mod driver;
 pub mod http;
 pub mod hub;
 pub mod metrics;
+pub mod mpat;
 pub mod passive;
 pub mod path;
 pub mod record;

@@ -235,6 +235,9 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, RenderError> {
     if transfer.configured {
         transfer_metrics(&mut reg, &transfer);
     }
+    if let Some(m) = hub.mpat() {
+        crate::mpat::metrics(&mut reg, &m.view(now_ns));
+    }
     let subs = Gauge::<i64>::default();
     subs.set(hub.subscribers.load(Ordering::Relaxed) as i64);
     reg.register("event_subscribers", "Open event subscriptions", subs);

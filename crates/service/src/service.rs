@@ -134,6 +134,7 @@ impl Service {
         if let Some(t) = &cfg.transfer {
             svc.start_transfer(t, &cfg.paths)?;
         }
+        svc.start_mpat(cfg.mpat.as_ref());
         for p in &cfg.paths {
             svc.start_path(p.clone())?;
         }
@@ -152,6 +153,17 @@ impl Service {
         self.hub.set_transfer(Some(run.state.clone()));
         self.transfer = Some(run);
         Ok(())
+    }
+
+    /// Load MPAT for `[mpat]` (or note why it is unavailable), or unload it.
+    fn start_mpat(&mut self, m: Option<&crate::mpat::MpatConfig>) {
+        // The old controls go first: both cannot be registered at once.
+        self.hub.set_mpat(None);
+        if let Some(m) = m {
+            let paths = crate::mpat::path_infos(&self.hub);
+            let st = crate::mpat::MpatState::start(m, &paths);
+            self.hub.set_mpat(Some(Arc::new(st)));
+        }
     }
 
     /// Unload the modes: sockets still on one move to the default congestion control.
@@ -324,6 +336,9 @@ impl Service {
         }
         rep.kept = self.running.len() + self.passive.len();
         self.reload_transfer(new, &mut rep)?;
+        if new.mpat != self.cfg.mpat {
+            self.start_mpat(new.mpat.as_ref());
+        }
         for p in &new.paths {
             if !self.running.iter().any(|r| r.state.sched == *p) {
                 self.start_path(p.clone())?;
@@ -372,6 +387,7 @@ impl Service {
             g.clear();
         }
         self.stop_transfer();
+        self.hub.set_mpat(None);
     }
 }
 

@@ -54,6 +54,11 @@ pub struct TrainSpec {
     /// Flag the train if its p99 sender gap error exceeds this (default 5 us).
     #[serde(default)]
     pub tolerance_ns: Option<u64>,
+    /// The TTL at which probes reach the peer agent, when the sender knows it (a traceroute
+    /// found it): probes with a lower TTL expire on the way, so the peer is told not to wait
+    /// for them and reports as soon as the rest are in (a parallel traceroute every RTT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach_ttl: Option<u8>,
 }
 
 /// Why a train cannot be sent.
@@ -77,6 +82,15 @@ impl TrainSpec {
         TrainSpec {
             probes,
             tolerance_ns: None,
+            reach_ttl: None,
+        }
+    }
+
+    /// Whether probe `p` can reach the peer (no TTL, or one at least [`TrainSpec::reach_ttl`]).
+    pub fn may_arrive(&self, p: &ProbeSpec) -> bool {
+        match (p.ttl, self.reach_ttl) {
+            (Some(t), Some(r)) => t >= r,
+            _ => true,
         }
     }
 

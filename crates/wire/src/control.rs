@@ -84,6 +84,12 @@ pub enum Control {
         message: String,
     },
     Close,
+    /// Client → server, on a connection of its own: everything after this frame is a load
+    /// flow (bulk TCP bytes the server reads and discards) for at most `max_ms`. A bottleneck
+    /// locator (Tneck) drives such a flow while it traceroutes; the server sends nothing back.
+    Load {
+        max_ms: u32,
+    },
 }
 
 /// The part of an error text that is sent: at most [`MAX_ERROR_TEXT`] bytes, cut on a
@@ -104,6 +110,7 @@ mod ty {
     pub const TRAIN_REPORT: u8 = 5;
     pub const ERROR: u8 = 6;
     pub const CLOSE: u8 = 7;
+    pub const LOAD: u8 = 8;
 }
 
 /// Error codes in [`Control::Error`].
@@ -128,6 +135,7 @@ impl Control {
                 }
                 Control::Error { message, .. } => 2 + 2 + error_text(message).len(),
                 Control::Close => 0,
+                Control::Load { .. } => 4,
             }
     }
 
@@ -207,6 +215,10 @@ impl Control {
                 ty::ERROR
             }
             Control::Close => ty::CLOSE,
+            Control::Load { max_ms } => {
+                out.extend_from_slice(&max_ms.to_be_bytes());
+                ty::LOAD
+            }
         };
         let len = out.len() - start - FRAME_HEADER;
         let frame = &mut out[start..];
@@ -321,6 +333,7 @@ impl Control {
                 Control::Error { code, message }
             }
             ty::CLOSE => Control::Close,
+            ty::LOAD => Control::Load { max_ms: r.u32()? },
             other => return Err(WireError::UnknownType(other)),
         };
         if r.remaining() != 0 {
@@ -376,6 +389,7 @@ mod tests {
                 message: "busy — try later".into(),
             },
             Control::Close,
+            Control::Load { max_ms: 30_000 },
         ]
     }
 

@@ -87,6 +87,10 @@ mgrp_counters::counters! {
         api_errors,
         /// Riders arriving while this agent accepts none (dropped)
         riders_refused,
+        /// Load flows (Tneck's TCP flow) sunk
+        loads,
+        /// Bytes of load flows read and discarded
+        load_bytes,
     }
 }
 

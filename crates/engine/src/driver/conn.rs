@@ -40,20 +40,8 @@ impl Conn {
     /// The kernel's smoothed round-trip time of this connection and its mean deviation
     /// (`TCP_INFO`): an RTT measurement that costs no packets of its own.
     pub fn tcp_rtt(&self) -> Option<(Duration, Duration)> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: tcp_info is plain old data; getsockopt writes at most `len` bytes into it.
-        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        let rc = unsafe {
-            libc::getsockopt(
-                self.stream.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                (&mut info as *mut libc::tcp_info).cast(),
-                &mut len,
-            )
-        };
-        (rc == 0 && info.tcpi_rtt > 0).then(|| {
+        let info = crate::sock::tcp_info(&self.stream).ok()?;
+        (info.tcpi_rtt > 0).then(|| {
             (
                 Duration::from_micros(info.tcpi_rtt.into()),
                 Duration::from_micros(info.tcpi_rttvar.into()),

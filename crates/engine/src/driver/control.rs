@@ -160,6 +160,11 @@ fn session_loop(conn: &mut Conn, session: &mut ServerSession, s: &Shared) {
         match session.poll_control(Instant::now()) {
             Ok(Flow::Continue) => {}
             Ok(Flow::Closed) => return,
+            Ok(Flow::Load { until, discarded }) => {
+                bump(&c.loads);
+                c.load_bytes.fetch_add(discarded as u64, Ordering::Relaxed);
+                return sink(conn, until, s);
+            }
             Err(_) => {
                 bump(&c.control_errors);
                 // The machine may have queued an error for the peer.
@@ -183,6 +188,25 @@ fn flush(conn: &mut Conn, session: &mut ServerSession, s: &Shared) -> bool {
             if r.truncated {
                 bump(&s.counters.reports_truncated);
             }
+        }
+    }
+}
+
+/// Read a load flow and throw it away until `until`, the peer closing, or the agent stopping.
+/// Nothing is sent back: the flow is a TCP sender's data, acked by the kernel.
+fn sink(conn: &mut Conn, until: Instant, s: &Shared) {
+    let c = &s.counters;
+    while !s.stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= until {
+            return;
+        }
+        match conn.read(usize::MAX, until.min(now + TICK)) {
+            Ok(Some(b)) => {
+                c.load_bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
+            }
+            Ok(None) => {}
+            Err(_) => return,
         }
     }
 }

@@ -60,6 +60,14 @@ impl FrameBuf {
         self.buf.len()
     }
 
+    /// Drop what is buffered and not decoded, saying how much (a load flow's first bytes,
+    /// read together with the frame that announced it).
+    pub fn discard(&mut self) -> usize {
+        let n = self.buf.len();
+        self.buf.clear();
+        n
+    }
+
     /// The next complete message, if any. A frame longer than allowed now is an error as soon
     /// as its header is in.
     pub fn poll_message(&mut self) -> Result<Option<Control>, ProtoError> {

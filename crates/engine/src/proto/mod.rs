@@ -23,6 +23,8 @@ pub const LINGER: Duration = Duration::from_millis(300);
 /// A connection must authenticate within this time (a hello is one small frame; a slow
 /// stranger only holds a pre-auth slot this long).
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest load flow (Tneck's TCP flow) an agent sinks on one connection.
+pub const MAX_LOAD: Duration = Duration::from_secs(120);
 /// Longest wait for a train's report the receiver honours from a sender's TrainStart.
 pub const MAX_TRAIN_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -50,6 +52,7 @@ pub(crate) fn kind(msg: &mgrp_wire::control::Control) -> &'static str {
         TrainReport { .. } => "TrainReport",
         Error { .. } => "Error",
         Close => "Close",
+        Load { .. } => "Load",
     }
 }
 

@@ -5,7 +5,7 @@
 //! so the agent never sends a peer more bytes than that peer sent it.
 
 use super::frames::FrameBuf;
-use super::{encode, kind, later, ProtoError, LINGER, MAX_TRAIN_TIMEOUT};
+use super::{encode, kind, later, ProtoError, LINGER, MAX_LOAD, MAX_TRAIN_TIMEOUT};
 use crate::train::{WallNs, MAX_TRAIN_LEN};
 use mgrp_wire::control::{code, Control, RxRecord, FRAME_HEADER, REPORT_BASE_LEN, RX_RECORD_LEN};
 use mgrp_wire::probe::Probe;
@@ -226,11 +226,18 @@ struct Pending {
     ended: Option<(u16, Instant)>,
 }
 
-/// The session continues or the peer closed it.
+/// The session continues, the peer closed it, or it turned into a load flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
     Continue,
     Closed,
+    /// From now on the connection carries a load flow to read and discard until `until`
+    /// (or until the peer closes it); nothing more is sent on it. Bytes of the flow that came
+    /// with the Load frame were dropped (`discarded`).
+    Load {
+        until: Instant,
+        discarded: usize,
+    },
 }
 
 /// Bytes to send, and whether they are a train report (for the counters).
@@ -256,6 +263,8 @@ pub struct ServerSession {
     bytes_out: u64,
     pending: Option<Pending>,
     queued: Vec<Control>,
+    /// A train was started on this session (so it may not become a load flow).
+    measured: bool,
 }
 
 impl ServerSession {
@@ -267,6 +276,7 @@ impl ServerSession {
             bytes_out: 0,
             pending: None,
             queued: Vec::new(),
+            measured: false,
         }
     }
 
@@ -296,6 +306,7 @@ impl ServerSession {
                     train, timeout_ms, ..
                 } => {
                     let wait = Duration::from_millis(timeout_ms as u64).min(MAX_TRAIN_TIMEOUT);
+                    self.measured = true;
                     self.pending = Some(Pending {
                         train,
                         deadline: now + wait,
@@ -315,6 +326,15 @@ impl ServerSession {
                     }
                 },
                 Control::Close => return Ok(Flow::Closed),
+                // A load flow owns its connection from its first message: a session that has
+                // measured trains cannot turn into one (a train's report would be lost).
+                Control::Load { max_ms } if self.pending.is_none() && !self.measured => {
+                    let wait = Duration::from_millis(max_ms as u64).min(MAX_LOAD);
+                    return Ok(Flow::Load {
+                        until: now + wait,
+                        discarded: self.frames.discard(),
+                    });
+                }
                 other => {
                     self.queued.push(Control::Error {
                         code: code::BAD_MESSAGE,
@@ -672,6 +692,35 @@ mod tests {
             feed(&mut rx, t0, PEER, &probe(s, 2, i, 3, 1000)).unwrap();
         }
         assert_eq!(report(ss.poll_transmit(t0, &mut rx)), Some((2, 3, false)));
+    }
+
+    #[test]
+    fn load_turns_a_fresh_session_into_a_bounded_sink() {
+        let t0 = Instant::now();
+        let mut rx = Receiver::new(4);
+        // The first bytes of the flow come in the same read as the Load frame.
+        let mut ss = session(&mut rx, 100);
+        let mut bytes = frame(&Control::Load { max_ms: 5_000 });
+        bytes.extend_from_slice(&[0xAB; 700]);
+        ss.handle_bytes(&bytes);
+        assert_eq!(
+            ss.poll_control(t0),
+            Ok(Flow::Load {
+                until: t0 + Duration::from_secs(5),
+                discarded: 700
+            })
+        );
+        // An absurd duration is cut to MAX_LOAD.
+        let mut ss = session(&mut rx, 101);
+        ss.handle_bytes(&frame(&Control::Load { max_ms: u32::MAX }));
+        assert!(
+            matches!(ss.poll_control(t0), Ok(Flow::Load { until, .. }) if until == t0 + MAX_LOAD)
+        );
+        // A session that has measured a train may not turn into a load flow.
+        let mut ss = session(&mut rx, 102);
+        start(&mut ss, t0, 1, 5000);
+        ss.handle_bytes(&frame(&Control::Load { max_ms: 1_000 }));
+        assert_eq!(ss.poll_control(t0), Err(ProtoError::Unexpected("Load")));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 mod auth;
 pub mod conn;
+mod mpat;
 pub mod query;
 
 pub use conn::Limits;
@@ -546,6 +547,11 @@ fn router(state: AppState) -> Router {
         .route("/v1/schedules", get(schedules))
         .route("/v1/passive", get(passive))
         .route("/v1/transfer", get(transfer))
+        .route("/v1/mpat", get(mpat::list).post(mpat::create))
+        .route(
+            "/v1/mpat/{name}",
+            axum::routing::put(mpat::reweight).delete(mpat::delete),
+        )
         .route("/v1/estimate", get(estimate))
         .route("/v1/history", get(history))
         .route("/v1/records", get(records))
@@ -561,7 +567,7 @@ fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async {
             error(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "method not allowed: the API answers GET only",
+                "method not allowed: the API answers GET only (and POST, PUT, DELETE under /v1/mpat)",
             )
         })
         .layer(middleware::from_fn_with_state(state.clone(), auth::auth))

@@ -40,6 +40,37 @@ pub fn source(name_or_path: &str) -> Result<String, Error> {
     })
 }
 
+/// The built-in `chain3` with r1═r2 at `c12` and r2═r3 at `c23` Mbit/s and `tail_ms` of delay
+/// on r3—b (a bottleneck locator's testbed: the narrow link wherever it is asked to be).
+pub fn chain3_with(c12: f64, c23: f64, tail_ms: f64) -> String {
+    let text = source("chain3").expect("chain3 is built in");
+    let out = text
+        .replace(
+            "a = \"r1\"\nb = \"r2\"\ncapacity = \"50mbit\"",
+            &format!(
+                "a = \"r1\"\nb = \"r2\"\ncapacity = \"{}kbit\"",
+                (c12 * 1000.0).round()
+            ),
+        )
+        .replace(
+            "a = \"r2\"\nb = \"r3\"\ncapacity = \"20mbit\"",
+            &format!(
+                "a = \"r2\"\nb = \"r3\"\ncapacity = \"{}kbit\"",
+                (c23 * 1000.0).round()
+            ),
+        )
+        .replace(
+            "a = \"r3\"\nb = \"b\"\n",
+            &format!("a = \"r3\"\nb = \"b\"\ndelay = \"{tail_ms}ms\"\n"),
+        );
+    assert_eq!(
+        out.matches("kbit\"").count() + out.matches("delay = ").count(),
+        3,
+        "chain3 changed shape"
+    );
+    out
+}
+
 /// Read and check a topology by built-in name or path.
 pub fn load(name_or_path: &str) -> Result<Topology, Error> {
     Topology::parse(&source(name_or_path)?)
@@ -59,5 +90,16 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("chain3"));
+    }
+
+    #[test]
+    fn chain3_with_moves_the_narrow_link() {
+        let t = super::Topology::parse(&super::chain3_with(15.0, 50.5, 5.0)).unwrap();
+        let caps: Vec<u64> = t
+            .links
+            .iter()
+            .filter_map(|l| l.shaping.as_ref().map(|s| s.capacity_bps))
+            .collect();
+        assert_eq!(caps, [15_000_000, 50_500_000]);
     }
 }

@@ -1,0 +1,117 @@
+//! `mgrp bench bottleneck`: Tneck against a BFind-style UDP ramp on chain3 (run by
+//! `mgrp_lab::bottleneck_bench`); here the arguments and the table.
+
+use crate::say;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use mgrp_estimate::stats::median;
+use mgrp_lab::bottleneck_bench::{cases, BottleneckBenchConfig, Run};
+
+#[derive(Args)]
+pub struct BottleneckBench {
+    /// Locators: tneck (a TCP flow), bfind (a rising UDP ramp).
+    #[arg(long, value_delimiter = ',', default_value = "tneck,bfind")]
+    methods: Vec<String>,
+    /// Runs per case and locator.
+    #[arg(long, default_value_t = 10)]
+    reps: u32,
+    /// Only the cases whose name contains one of these (default: all).
+    #[arg(long, value_delimiter = ',')]
+    cases: Vec<String>,
+    /// Delay on r3—b, ms (RTT about twice this).
+    #[arg(long, default_value_t = 10.0)]
+    tail_delay: f64,
+    /// One run per case and locator.
+    #[arg(long)]
+    quick: bool,
+    #[arg(long)]
+    json: bool,
+    /// Also write `bottleneck.json` and `bottleneck.md` into this directory.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+pub fn run(b: BottleneckBench) -> Result<()> {
+    let all = cases();
+    let chosen: Vec<_> = all
+        .into_iter()
+        .filter(|c| b.cases.is_empty() || b.cases.iter().any(|n| c.name.contains(n.as_str())))
+        .collect();
+    if chosen.is_empty() {
+        bail!("no case matches --cases {:?}", b.cases);
+    }
+    let cfg = BottleneckBenchConfig {
+        cases: chosen,
+        methods: b.methods,
+        reps: if b.quick { 1 } else { b.reps },
+        tail_ms: b.tail_delay,
+    };
+    let runs = mgrp_lab::bottleneck_bench::run(&cfg, crate::signals::hooks())?;
+    let json = serde_json::to_string_pretty(&runs)?;
+    let md = table(&runs);
+    if let Some(dir) = &b.out {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("bottleneck.json"), &json)
+            .with_context(|| format!("write into {}", dir.display()))?;
+        std::fs::write(dir.join("bottleneck.md"), &md)?;
+    }
+    if b.json {
+        say!("{json}");
+    } else {
+        say!("{}", md.trim_end());
+    }
+    Ok(())
+}
+
+fn med(v: impl Iterator<Item = f64>) -> String {
+    let v: Vec<f64> = v.collect();
+    if v.is_empty() {
+        "-".into()
+    } else {
+        format!("{:.2}", median(&v))
+    }
+}
+
+/// One row per case and locator: correct verdicts, samples and seconds to the verdict, how hard
+/// the load pushed then, probe bytes against the load's.
+pub fn table(runs: &[Run]) -> String {
+    let mut out = String::from(
+        "| case | locator | truth link | correct | links named | samples (median) | seconds | load at verdict, Mbit/s | bound / measured narrow capacity | probe bytes / load bytes |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for r in runs {
+        let k = (r.case.clone(), r.method.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (case, method) in keys {
+        let rs: Vec<&Run> = runs
+            .iter()
+            .filter(|r| r.case == case && r.method == method)
+            .collect();
+        let named: Vec<String> = rs
+            .iter()
+            .map(|r| r.link.map_or("-".into(), |l| l.to_string()))
+            .collect();
+        let narrow = |r: &Run| r.measured_bps[0].min(r.measured_bps[1]);
+        out += &format!(
+            "| {case} | {method} | {} | {}/{} | {} | {} | {} | {} | {} | {} |\n",
+            rs[0].truth_link,
+            rs.iter().filter(|r| r.correct).count(),
+            rs.len(),
+            named.join(" "),
+            med(rs.iter().filter_map(|r| r.samples.map(f64::from))),
+            med(rs.iter().filter_map(|r| r.seconds_to_verdict)),
+            med(rs
+                .iter()
+                .filter_map(|r| r.load_bps_at_verdict.map(|b| b / 1e6))),
+            med(rs.iter().filter_map(|r| r.bound_bps.map(|b| b / narrow(r)))),
+            med(rs
+                .iter()
+                .filter(|r| r.load_bytes > 0)
+                .map(|r| r.probe_bytes as f64 / r.load_bytes as f64)),
+        );
+    }
+    out
+}
