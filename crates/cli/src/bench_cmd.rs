@@ -29,6 +29,9 @@ pub enum BenchCmd {
     Mpat(crate::mpat_bench::MpatBench),
     /// Locating the bottleneck link: Tneck (a TCP flow) against a BFind-style UDP ramp on chain3.
     Bottleneck(crate::bottleneck_bench::BottleneckBench),
+    /// The server-choosing proxy (examples/proxy): requests to the best replica, switch time,
+    /// added latency, on a two-replica tree against ground truth.
+    Proxy(crate::proxy_bench::ProxyBench),
 }
 
 #[derive(Args)]
@@ -113,6 +116,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Modes(b) => crate::modes_bench::run(b),
         BenchCmd::Mpat(b) => crate::mpat_bench::run(b),
         BenchCmd::Bottleneck(b) => crate::bottleneck_bench::run(b),
+        BenchCmd::Proxy(b) => crate::proxy_bench::run(b),
     }
 }
 

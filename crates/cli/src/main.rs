@@ -16,6 +16,7 @@ mod output;
 mod passive_bench;
 mod passive_cmd;
 mod probe_cmd;
+mod proxy_bench;
 mod riders_bench;
 mod signals;
 mod testbed_cmd;

@@ -11,6 +11,7 @@ pub mod modes_bench;
 pub mod mpat_bench;
 pub mod pacing_bench;
 pub mod passive_bench;
+pub mod proxy_bench;
 pub mod riders_bench;
 pub mod rig;
 pub mod testbed_bench;
