@@ -352,3 +352,41 @@ fn locate_once(
         mgrp_map::bottleneck(&mut trace, connect()?, &cfg, || false, |_| {})
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cases_parse_and_bad_configs_are_refused() {
+        for c in cases() {
+            let t = mgrp_testbed::topo::Topology::parse(&topo::chain3_with(c.c12, c.c23, 10.0))
+                .unwrap();
+            assert_eq!(t.shaped_dirs().len(), 4, "{}", c.name);
+            assert!(c.truth_link == 2 || c.truth_link == 3);
+        }
+        let ok = BottleneckBenchConfig {
+            cases: cases(),
+            methods: vec!["tneck".into(), "bfind".into()],
+            reps: 10,
+            tail_ms: 10.0,
+        };
+        assert!(ok.check().is_ok());
+        for bad in [
+            BottleneckBenchConfig {
+                reps: 0,
+                ..ok.clone()
+            },
+            BottleneckBenchConfig {
+                tail_ms: -1.0,
+                ..ok.clone()
+            },
+            BottleneckBenchConfig {
+                methods: vec!["pathneck".into()],
+                ..ok.clone()
+            },
+        ] {
+            assert!(bad.check().is_err());
+        }
+    }
+}
