@@ -25,6 +25,9 @@ pub enum BenchCmd {
     /// Congestion controls as transfer modes: background (foreground left, spare taken, recovery,
     /// web completion times) and full speed (high-BDP ramp, lossy goodput) against ground truth.
     Modes(crate::modes_bench::ModesBench),
+    /// Loss episodes (badabing through the Probe API) against the drop log, with a periodic
+    /// ping as the baseline.
+    Loss(crate::loss_bench::LossBench),
 }
 
 #[derive(Args)]
@@ -107,6 +110,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Riders(b) => crate::riders_bench::run(b),
         BenchCmd::Capacity(b) => crate::capacity_bench::run(b),
         BenchCmd::Modes(b) => crate::modes_bench::run(b),
+        BenchCmd::Loss(b) => crate::loss_bench::run(b),
     }
 }
 

@@ -4,6 +4,7 @@ mod accuracy;
 mod agent_cmd;
 mod bench_cmd;
 mod capacity_bench;
+mod loss_bench;
 mod control_cmd;
 mod estimate_cmd;
 mod methods;

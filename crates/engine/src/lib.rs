@@ -13,6 +13,7 @@ pub mod api;
 pub mod auth;
 pub mod client;
 pub mod daemon;
+pub mod loss;
 mod driver;
 pub mod pacer;
 pub mod proto;

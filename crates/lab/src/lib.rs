@@ -6,6 +6,8 @@ pub mod accuracy;
 pub mod capacity_bench;
 pub mod dashboard_run;
 pub mod live_estimate;
+pub mod loss_bench;
+pub mod loss_truth;
 pub mod modes_bench;
 pub mod pacing_bench;
 pub mod passive_bench;
