@@ -13,6 +13,7 @@ pub mod budget;
 pub mod config;
 mod driver;
 pub mod http;
+pub mod loss;
 pub mod hub;
 pub mod metrics;
 pub mod passive;
