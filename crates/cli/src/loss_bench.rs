@@ -113,9 +113,15 @@ fn table(cfg: &LossConfig, rows: &[Row]) -> String {
     }
     for s in &cfg.scenarios {
         let of = |f: &dyn Fn(&Row) -> Option<f64>| -> Vec<f64> {
-            rows.iter().filter(|r| &r.scenario == s).filter_map(f).collect()
+            rows.iter()
+                .filter(|r| &r.scenario == s)
+                .filter_map(f)
+                .collect()
         };
-        let (fe, de) = (of(&|r| Some(r.frequency_err.abs())), of(&|r| r.duration_err.map(f64::abs)));
+        let (fe, de) = (
+            of(&|r| Some(r.frequency_err.abs())),
+            of(&|r| r.duration_err.map(f64::abs)),
+        );
         let med = |v: &[f64]| opt(quantile(v, 0.5), 100.0, 1);
         let max = |v: &[f64]| opt(quantile(v, 1.0), 100.0, 1);
         out.push(format!(

@@ -80,12 +80,12 @@ impl LossConfig {
             "--secs must be 2..=3600 and --reps 1..=100",
         )?;
         ensure(
-            self.scenarios
-                .iter()
-                .all(|s| s == "onoff" || s == "bursty"),
+            self.scenarios.iter().all(|s| s == "onoff" || s == "bursty"),
             "scenarios: onoff, bursty",
         )?;
-        self.params(0).validate().map_err(|e| Error::Config(e.to_string()))?;
+        self.params(0)
+            .validate()
+            .map_err(|e| Error::Config(e.to_string()))?;
         Ok(())
     }
 
@@ -136,7 +136,10 @@ fn drop_log(tb: &Testbed, stop: &AtomicBool) -> Result<Vec<DropEntry>> {
     let mut counters = CounterSet::open(tb)?;
     let read = |c: &mut CounterSet| -> Result<(u64, u64)> {
         let lost = tb.loss_stats().map_or(0, |s| s.lost);
-        Ok((mgrp_testbed::clock::now_ns(), c.bottleneck()?.drops as u64 + lost))
+        Ok((
+            mgrp_testbed::clock::now_ns(),
+            c.bottleneck()?.drops as u64 + lost,
+        ))
     };
     let (mut t_prev, mut prev) = read(&mut counters)?;
     let mut log = Vec::new();
@@ -157,10 +160,7 @@ fn drop_log(tb: &Testbed, stop: &AtomicBool) -> Result<Vec<DropEntry>> {
 
 /// An agent in snd serving the Probe API at `socket`.
 fn agent_at_snd(tb: &Testbed, key: &Key, socket: PathBuf) -> Result<Agent> {
-    let listen = SocketAddr::new(
-        Role::Snd.addr().parse().expect("valid address"),
-        rig::PORT,
-    );
+    let listen = SocketAddr::new(Role::Snd.addr().parse().expect("valid address"), rig::PORT);
     let k = key.clone();
     let agent = spawn_in(&tb.ns(Role::Snd), "api-agent", move || {
         let mut c = AgentConfig::new(listen, k);

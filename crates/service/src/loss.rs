@@ -25,11 +25,7 @@ pub fn params(every: Duration, allowance: u64, seed: u64) -> Option<BadabingPara
     let by_time = ROUND.min(every).as_nanos() as u64 / d.slot_ns;
     let by_bytes = (allowance as f64 / per_slot) as u64;
     let slots = by_time.min(by_bytes);
-    (slots >= 2).then_some(BadabingParams {
-        slots,
-        seed,
-        ..d
-    })
+    (slots >= 2).then_some(BadabingParams { slots, seed, ..d })
 }
 
 /// Expected probe bytes (UDP payload, as budgets count them) a slot costs.
@@ -188,8 +184,14 @@ mod tests {
         assert!(r[1].low >= 0.01 && r[1].high > 0.04);
         assert_eq!(r[2].value, 0.1);
         for x in &r {
-            assert_eq!((x.method.as_str(), x.probe_bytes, x.trains), (METHOD, 810_000, 5));
-            assert_eq!((x.path.as_str(), x.t_ns, x.source.as_str()), ("a->b", 7, "active"));
+            assert_eq!(
+                (x.method.as_str(), x.probe_bytes, x.trains),
+                (METHOD, 810_000, 5)
+            );
+            assert_eq!(
+                (x.path.as_str(), x.t_ns, x.source.as_str()),
+                ("a->b", 7, "active")
+            );
         }
         assert_eq!(r[0].confidence, 0.8);
     }
@@ -211,7 +213,10 @@ mod tests {
     fn rounds_fit_the_schedule_and_the_allowance() {
         let full = params(Duration::from_secs(60), u64::MAX, 1).unwrap();
         assert_eq!(full.slots, 1000);
-        assert_eq!(params(Duration::from_secs(2), u64::MAX, 1).unwrap().slots, 200);
+        assert_eq!(
+            params(Duration::from_secs(2), u64::MAX, 1).unwrap().slots,
+            200
+        );
         // 918 B a slot (0.51 × 3 × 600): 91 800 B buy 100 slots.
         let p = params(Duration::from_secs(60), 91_800, 1).unwrap();
         assert_eq!(p.slots, 100);

@@ -56,7 +56,10 @@ fn a_loss_episodes_schedule_stores_episodes() {
     .unwrap();
     let of = |m: &str| recs.iter().filter(|r| r.metric == m).collect::<Vec<_>>();
     let (freq, loss) = (of("episode_frequency"), of("loss"));
-    assert!(!freq.is_empty() && freq.len() == loss.len(), "{recs:?} {counters:?}");
+    assert!(
+        !freq.is_empty() && freq.len() == loss.len(),
+        "{recs:?} {counters:?}"
+    );
     // Every record is badabing's, with what it cost.
     for r in &recs {
         assert_eq!(r.method, "loss_episodes", "{r:?}");
