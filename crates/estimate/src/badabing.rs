@@ -5,8 +5,10 @@
 //! so the pair says whether congestion began, ended, lasted or was absent across a slot
 //! boundary. A slot probed by two experiments (slot i+1 of one, slot i of the next) gets one
 //! train, which both read. A slot is *congested* when its train lost a probe, or when a probe's
-//! queueing delay (one-way delay above the smallest seen) reached `(1 − alpha)` of the largest
-//! queueing delay seen — a queue that full is about to drop. Small queues never count
+//! queueing delay (one-way delay above the smallest seen) reached `(1 − alpha)` of a full
+//! queue's — a queue that full is about to drop. The full queue's delay is what the surviving
+//! probes of trains that lost one waited (their queue was full), or, before enough such trains,
+//! the largest queueing delay seen (the seed's rule). Small queues never count
 //! (`min_queue_ns`): on a path that never queues, the largest delay is noise.
 //!
 //! With M experiments and n₀₁, n₁₀, n₁₁ of them seeing (free, congested), (congested, free),
@@ -25,6 +27,10 @@ use crate::{ProbeSpec, TrainResult, TrainSpec};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
+
+/// Trains that lost a probe but not all of them, before their delays say how full a full
+/// queue is.
+pub const MIN_LOSSY: usize = 5;
 
 /// Observed slots kept at most (28 h of 10 ms slots): a longer run is refused up front.
 pub const MAX_SLOTS: u64 = 10_000_000;
@@ -323,13 +329,30 @@ impl Badabing {
         self.pending.is_none() && self.planned >= self.params.slots
     }
 
-    /// The smallest one-way delay and the queueing delay that marks a slot.
+    /// The smallest one-way delay and the queueing delay that marks a slot: (1 − alpha) of
+    /// the full queue's delay. A train that lost a probe met a full queue, so its surviving
+    /// probes' queueing delay is the full queue's: the median over such trains, once
+    /// [`MIN_LOSSY`] of them arrived in part. Before that, the largest delay seen stands in
+    /// (the seed's rule), though one late probe (a stalled host, seconds on a loaded VM) can set
+    /// it far above any queue and silence the delay test.
     fn threshold(&self) -> Option<(i64, u64)> {
         let owds = self.obs.iter().filter_map(|o| o.max_owd_ns);
         let min = owds.clone().min()?;
-        let qmax = owds.max()?.saturating_sub(min).max(0) as u64;
-        (qmax >= self.params.min_queue_ns)
-            .then(|| (min, ((1.0 - self.params.alpha) * qmax as f64).ceil() as u64))
+        let mut lossy: Vec<i64> = self
+            .obs
+            .iter()
+            .filter(|o| o.lost > 0)
+            .filter_map(|o| o.max_owd_ns)
+            .collect();
+        let full = if lossy.len() >= MIN_LOSSY {
+            let mid = lossy.len() / 2;
+            *lossy.select_nth_unstable(mid).1
+        } else {
+            owds.max()?
+        };
+        let q = full.saturating_sub(min).max(0) as u64;
+        (q >= self.params.min_queue_ns)
+            .then(|| (min, ((1.0 - self.params.alpha) * q as f64).ceil() as u64))
     }
 
     /// Episodes so far (`None` before the first experiment was read).

@@ -134,26 +134,26 @@ pub struct Row {
 /// Reads the drop counters every [`READ_EVERY`] until stopped; keeps the reads that saw drops.
 fn drop_log(tb: &Testbed, stop: &AtomicBool) -> Result<Vec<DropEntry>> {
     let mut counters = CounterSet::open(tb)?;
-    let read = |c: &mut CounterSet| -> Result<(u64, u64)> {
+    let read = |c: &mut CounterSet| -> Result<(u64, u64, u64)> {
         let lost = tb.loss_stats().map_or(0, |s| s.lost);
-        Ok((
-            mgrp_testbed::clock::now_ns(),
-            c.bottleneck()?.drops as u64 + lost,
-        ))
+        let q = c.bottleneck()?.drops as u64;
+        Ok((mgrp_testbed::clock::now_ns(), q, lost))
     };
-    let (mut t_prev, mut prev) = read(&mut counters)?;
+    let (mut t_prev, mut q_prev, mut l_prev) = read(&mut counters)?;
     let mut log = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(READ_EVERY);
-        let (t, d) = read(&mut counters)?;
-        if d > prev && log.len() < MAX_LOG {
+        let (t, q, l) = read(&mut counters)?;
+        let (dq, dl) = (q.saturating_sub(q_prev), l.saturating_sub(l_prev));
+        if dq + dl > 0 && log.len() < MAX_LOG {
             log.push(DropEntry {
                 from_ns: t_prev,
                 to_ns: t,
-                drops: d - prev,
+                drops: dq + dl,
+                line: dl,
             });
         }
-        (t_prev, prev) = (t, d);
+        (t_prev, q_prev, l_prev) = (t, q, l);
     }
     Ok(log)
 }

@@ -21,12 +21,15 @@ pub struct DropEntry {
     pub from_ns: u64,
     pub to_ns: u64,
     pub drops: u64,
+    /// Of them, lost by the loss line (the rest: the bottleneck queue's).
+    pub line: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TruthEpisodes {
     pub window_s: f64,
     pub drops: u64,
+    pub line_drops: u64,
     pub episodes: u64,
     /// Share of the window in episodes, and their mean length (s; `None` without episodes).
     pub frequency: f64,
@@ -70,6 +73,7 @@ pub fn episodes(log: &[DropEntry], from_ns: u64, to_ns: u64, slot_ns: u64) -> Tr
     TruthEpisodes {
         window_s: span as f64 / 1e9,
         drops: inside.iter().map(|e| e.drops).sum(),
+        line_drops: inside.iter().map(|e| e.line).sum(),
         episodes: eps.len() as u64,
         frequency: covered as f64 / span as f64,
         mean_duration_s: (!eps.is_empty()).then(|| covered as f64 / eps.len() as f64 / 1e9),
@@ -93,6 +97,7 @@ mod tests {
                 from_ns: t - MS,
                 to_ns: t,
                 drops: 2,
+                line: 1,
             })
             .collect()
     }
@@ -109,7 +114,7 @@ mod tests {
         // [20, 60] and [100, 120]: 40 + 20 ms of 200.
         assert!((t.frequency - 0.3).abs() < 1e-9, "{t:?}");
         assert!((t.mean_duration_s.unwrap() - 0.030).abs() < 1e-9);
-        assert_eq!(t.drops, 2 * (40 + 10 + 6));
+        assert_eq!((t.drops, t.line_drops), (2 * (40 + 10 + 6), 40 + 10 + 6));
         // Slots 2..=6 (drop reads end at 21..=60 ms) and 10..=12: 8 of 20, runs of 5 and 3.
         assert!((t.slot_frequency - 0.4).abs() < 1e-9, "{t:?}");
         assert!((t.slot_mean_duration_s.unwrap() - 0.040).abs() < 1e-9);

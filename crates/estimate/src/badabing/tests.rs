@@ -12,6 +12,8 @@ enum Slot {
     Lossy,
     /// Every probe waits this long in a queue.
     Queued(u64),
+    /// The queue is full: the first probe is lost, the others wait this long.
+    Full(u64),
 }
 
 const BASE_OWD: u64 = 5_000_000;
@@ -34,8 +36,8 @@ fn run(b: &mut Badabing, path: impl Fn(u64) -> Slot) -> LossEpisodes {
                 let slot = path(slots[i / k]);
                 let jitter = (i as u64 * 7919) % 200_000;
                 let rx = match slot {
-                    Slot::Lossy if i % k == 0 => None,
-                    Slot::Queued(q) => Some(tx + BASE_OWD + jitter + q),
+                    Slot::Lossy | Slot::Full(_) if i % k == 0 => None,
+                    Slot::Queued(q) | Slot::Full(q) => Some(tx + BASE_OWD + jitter + q),
                     _ => Some(tx + BASE_OWD + jitter),
                 };
                 ProbeResult {
@@ -147,6 +149,26 @@ fn a_queue_well_short_of_the_largest_does_not_count() {
     });
     assert_eq!(r.frequency, 0.3);
     assert_eq!(r.mean_duration_slots, Some(3.0));
+}
+
+#[test]
+fn the_full_queue_is_read_from_lossy_trains_not_from_one_late_probe() {
+    // Episodes of 3 slots: two that drop at a full 3 ms queue, then one where the queue is
+    // still full but nothing is lost. One probe once arrived 30 ms late: the largest delay
+    // would put the threshold at 27 ms and miss every third slot; the lossy trains say 3 ms.
+    let mut b = Badabing::new(exhaustive()).unwrap();
+    let r = run(&mut b, |s| match (s, s % 10) {
+        (1, _) => Slot::Full(30_000_000),
+        (_, 0 | 1) => Slot::Full(3_000_000),
+        (_, 2) => Slot::Queued(3_000_000),
+        _ => Slot::Free,
+    });
+    assert_eq!((r.n00, r.n01, r.n10, r.n11), (600, 100, 100, 200));
+    assert_eq!(r.frequency, 0.3);
+    assert_eq!(r.mean_duration_slots, Some(3.0));
+    assert_eq!((r.congested_by_loss, r.congested_by_delay), (202, 101));
+    let t = r.delay_threshold_ns.unwrap();
+    assert!((2_700_000..2_900_000).contains(&t), "{t}");
 }
 
 #[test]
