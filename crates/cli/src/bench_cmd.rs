@@ -32,6 +32,9 @@ pub enum BenchCmd {
     /// The server-choosing proxy (examples/proxy): requests to the best replica, switch time,
     /// added latency, on a two-replica tree against ground truth.
     Proxy(crate::proxy_bench::ProxyBench),
+    /// Loss episodes (badabing through the Probe API) against the drop log, with a periodic
+    /// ping as the baseline.
+    Loss(crate::loss_bench::LossBench),
 }
 
 #[derive(Args)]
@@ -117,6 +120,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Mpat(b) => crate::mpat_bench::run(b),
         BenchCmd::Bottleneck(b) => crate::bottleneck_bench::run(b),
         BenchCmd::Proxy(b) => crate::proxy_bench::run(b),
+        BenchCmd::Loss(b) => crate::loss_bench::run(b),
     }
 }
 

@@ -8,6 +8,7 @@ mod bottleneck_cmd;
 mod capacity_bench;
 mod control_cmd;
 mod estimate_cmd;
+mod loss_bench;
 mod methods;
 mod modes_bench;
 mod mpat_bench;

@@ -15,6 +15,7 @@ pub mod client;
 pub mod daemon;
 mod driver;
 pub mod load;
+pub mod loss;
 pub mod pacer;
 pub mod proto;
 pub mod riders;

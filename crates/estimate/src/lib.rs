@@ -11,6 +11,7 @@
 //! the testbed's shaper and ground truth use.
 
 pub mod auto;
+pub mod badabing;
 pub mod budget;
 pub mod capacity;
 pub mod chirp;

@@ -7,6 +7,8 @@ pub mod bottleneck_bench;
 pub mod capacity_bench;
 pub mod dashboard_run;
 pub mod live_estimate;
+pub mod loss_bench;
+pub mod loss_truth;
 pub mod modes_bench;
 pub mod mpat_bench;
 pub mod pacing_bench;

@@ -25,6 +25,10 @@ const HORIZON_NS: u64 = 60_000_000_000;
 /// Probe bytes one measurement of `method` sends on a path of `capacity_bps` (`None`: not yet
 /// measured, so the round the builder makes then is the one that measures it).
 pub fn expected_bytes(method: &str, capacity_bps: Option<f64>) -> Result<u64, MethodError> {
+    if method == crate::loss::METHOD {
+        // badabing's cost does not depend on the path: a full round's probes.
+        return Ok(crate::loss::expected_bytes());
+    }
     let c = capacity_bps
         .filter(|c| c.is_finite() && *c >= 1e3)
         .unwrap_or(UNKNOWN_CAPACITY_BPS);

@@ -10,7 +10,8 @@
 //!
 //! [[path]]
 //! peer = "198.18.3.2"                    # IP or IP:PORT of the peer's agent
-//! method = "auto"                        # auto, slops, slops-slow, chirp, sweep
+//! method = "auto"                        # auto, slops, slops-slow, chirp, sweep; or
+//!                                        # loss_episodes (badabing: episode frequency, duration)
 //! every = "10s"
 //! budget = "2mb"                         # probe bytes per minute on this path (default:
 //!                                        # what one estimate costs at the path's capacity, x2)
@@ -326,8 +327,9 @@ impl ServiceConfig {
         for (i, p) in raw.path.into_iter().enumerate() {
             let at = |why: String| format!("path #{} ({}): {why}", i + 1, p.peer);
             let peer = mgrp_engine::api::parse_peer(&p.peer).map_err(|e| at(e.to_string()))?;
-            if scheduled_method(&p.method).is_none() {
-                let names: Vec<&str> = Method::AVAILABLE.iter().map(|m| m.name()).collect();
+            if p.method != crate::loss::METHOD && scheduled_method(&p.method).is_none() {
+                let mut names: Vec<&str> = Method::AVAILABLE.iter().map(|m| m.name()).collect();
+                names.push(crate::loss::METHOD);
                 return Err(at(format!(
                     "unknown method {:?}: use {}",
                     p.method,

@@ -34,8 +34,8 @@ pub(crate) struct Driver {
 }
 
 /// The session's state between rounds.
-struct Link {
-    session: Option<Session>,
+pub(crate) struct Link {
+    pub(crate) session: Option<Session>,
     /// The path's capacity, once measured.
     capacity: Option<f64>,
     /// The capacity the default budget was derived for (`None`: derived for an unknown one).
@@ -127,6 +127,10 @@ impl Driver {
         if let Err(e) = self.connect(link) {
             st.fail(&e.to_string());
             sched.handle_failed(mgrp_clock::now_ns(), 0);
+            return;
+        }
+        if p.method == crate::loss::METHOD {
+            self.loss_round(sched, link, allowance);
             return;
         }
         // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.

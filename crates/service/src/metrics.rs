@@ -137,7 +137,7 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, RenderError> {
     let value = gauge(
         &mut reg,
         "estimate",
-        "Newest estimate (bit/s for avail_bw and capacity, s for rtt, fraction for loss)",
+        "Newest estimate (bit/s for avail_bw and capacity, s for rtt and episode_duration, fraction for loss and episode_frequency)",
     );
     let low = gauge(
         &mut reg,

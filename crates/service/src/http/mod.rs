@@ -116,7 +116,15 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
 }
 
 /// What the store holds per path: estimates, and on a testbed the ground truth beside them.
-const METRICS: [&str; 5] = ["avail_bw", "capacity", "rtt", "loss", "avail_bw_truth"];
+const METRICS: [&str; 7] = [
+    "avail_bw",
+    "capacity",
+    "rtt",
+    "loss",
+    "avail_bw_truth",
+    "episode_frequency",
+    "episode_duration",
+];
 
 fn metric(m: Option<String>) -> Result<String, ApiError> {
     let m = m.unwrap_or_else(|| "avail_bw".into());
