@@ -1,8 +1,7 @@
 //! `mgrp bench bottleneck`: Tneck against a BFind-style UDP ramp on chain3 (run by
 //! `mgrp_lab::bottleneck_bench`); here the arguments and the table.
 
-use crate::say;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use mgrp_estimate::stats::median;
 use mgrp_lab::bottleneck_bench::{cases, BottleneckBenchConfig, Run};
@@ -48,19 +47,7 @@ pub fn run(b: BottleneckBench) -> Result<()> {
     };
     let runs = mgrp_lab::bottleneck_bench::run(&cfg, crate::signals::hooks())?;
     let json = serde_json::to_string_pretty(&runs)?;
-    let md = table(&runs);
-    if let Some(dir) = &b.out {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join("bottleneck.json"), &json)
-            .with_context(|| format!("write into {}", dir.display()))?;
-        std::fs::write(dir.join("bottleneck.md"), &md)?;
-    }
-    if b.json {
-        say!("{json}");
-    } else {
-        say!("{}", md.trim_end());
-    }
-    Ok(())
+    crate::output::emit_bench(b.out.as_deref(), "bottleneck", &json, &table(&runs), b.json)
 }
 
 fn med(v: impl Iterator<Item = f64>) -> String {

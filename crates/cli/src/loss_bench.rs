@@ -2,8 +2,7 @@
 //! episodes, and a periodic ping as the baseline (run by `mgrp_lab::loss_bench`); here the
 //! arguments and the table.
 
-use crate::say;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use mgrp_estimate::stats::quantile;
 use mgrp_lab::loss_bench::{LossConfig, Row};
@@ -54,20 +53,7 @@ pub fn run(a: LossBench) -> Result<()> {
     let rows = mgrp_lab::loss_bench::run(&cfg, crate::signals::hooks())?;
     let json = serde_json::to_string_pretty(&rows)?;
     let text = table(&cfg, &rows);
-    if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-        for (name, body) in [("loss.json", &json), ("loss.md", &text)] {
-            let p = dir.join(name);
-            std::fs::write(&p, format!("{body}\n"))
-                .with_context(|| format!("write {}", p.display()))?;
-        }
-    }
-    if a.json {
-        say!("{json}");
-    } else {
-        say!("{text}");
-    }
-    Ok(())
+    crate::output::emit_bench(a.out.as_deref(), "loss", &json, &text, a.json)
 }
 
 fn opt(v: Option<f64>, scale: f64, digits: usize) -> String {

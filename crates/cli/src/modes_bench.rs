@@ -1,8 +1,7 @@
 //! `mgrp bench modes`: congestion controls as transfer modes — background and full-speed —
 //! against ground truth (run by `mgrp_lab::modes_bench`); here the arguments and the tables.
 
-use crate::say;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use mgrp_lab::modes_bench::{
     ModesConfig, ModesReport, PathInfo, Scenario, Spread, Status, SummaryHead,
@@ -101,20 +100,7 @@ pub fn run(a: ModesBench) -> Result<()> {
     let report = mgrp_lab::modes_bench::run(&cfg, &setups, crate::signals::hooks())?;
     let json = serde_json::to_string_pretty(&report)?;
     let text = tables(&report).join("\n");
-    if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-        for (name, body) in [("modes.json", &json), ("modes.md", &text)] {
-            let p = dir.join(name);
-            std::fs::write(&p, format!("{body}\n"))
-                .with_context(|| format!("write {}", p.display()))?;
-        }
-    }
-    if a.json {
-        say!("{json}");
-    } else {
-        say!("{text}");
-    }
-    Ok(())
+    crate::output::emit_bench(a.out.as_deref(), "modes", &json, &text, a.json)
 }
 
 /// `median [min..max]` over repeated runs, the value alone for one run, `-` for none.

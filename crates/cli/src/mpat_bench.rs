@@ -1,8 +1,7 @@
 //! `mgrp bench mpat`: MPAT and mulTCP in the kernel against CUBIC (run by
 //! `mgrp_lab::mpat_bench`); here the arguments, the files and the printing.
 
-use crate::say;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use mgrp_lab::mpat_bench::{MpatBenchConfig, MpatScenario};
 use std::path::PathBuf;
@@ -54,18 +53,5 @@ pub fn run(a: MpatBench) -> Result<()> {
     let json =
         serde_json::to_string_pretty(&serde_json::json!({ "config": cfg, "report": report }))?;
     let text = mgrp_lab::mpat_bench::tables(&report);
-    if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-        for (name, body) in [("mpat.json", &json), ("mpat.md", &text)] {
-            let p = dir.join(name);
-            std::fs::write(&p, format!("{body}\n"))
-                .with_context(|| format!("write {}", p.display()))?;
-        }
-    }
-    if a.json {
-        say!("{json}");
-    } else {
-        say!("{text}");
-    }
-    Ok(())
+    crate::output::emit_bench(a.out.as_deref(), "mpat", &json, &text, a.json)
 }

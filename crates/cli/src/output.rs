@@ -28,3 +28,29 @@ macro_rules! say {
     () => { $crate::output::line(format_args!("")) };
     ($($t:tt)*) => { $crate::output::line(format_args!($($t)*)) };
 }
+
+/// A bench's results: `NAME.json` and `NAME.md` into `dir` when given, then the JSON (with
+/// `--json`) or the readable tables on stdout.
+pub fn emit_bench(
+    dir: Option<&std::path::Path>,
+    name: &str,
+    json: &str,
+    text: &str,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        for (ext, body) in [("json", json), ("md", text)] {
+            let p = dir.join(format!("{name}.{ext}"));
+            std::fs::write(&p, format!("{body}\n"))
+                .with_context(|| format!("write {}", p.display()))?;
+        }
+    }
+    if as_json {
+        line(format_args!("{json}"));
+    } else {
+        line(format_args!("{}", text.trim_end()));
+    }
+    Ok(())
+}

@@ -1,8 +1,7 @@
 //! `mgrp bench proxy`: the server-choosing proxy (`examples/proxy`) on a two-replica tree
 //! against ground truth (run by `mgrp_lab::proxy_bench`); here the arguments and the tables.
 
-use crate::say;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use mgrp_lab::proxy_bench::{ProxyBenchConfig, Report, Spread};
 use std::path::PathBuf;
@@ -71,20 +70,7 @@ pub fn run(a: ProxyBench) -> Result<()> {
     let report = mgrp_lab::proxy_bench::run(&cfg, crate::signals::hooks())?;
     let json = serde_json::to_string_pretty(&report)?;
     let text = tables(&report).join("\n");
-    if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-        for (name, body) in [("proxy.json", &json), ("proxy.md", &text)] {
-            let p = dir.join(name);
-            std::fs::write(&p, format!("{body}\n"))
-                .with_context(|| format!("write {}", p.display()))?;
-        }
-    }
-    if a.json {
-        say!("{json}");
-    } else {
-        say!("{text}");
-    }
-    Ok(())
+    crate::output::emit_bench(a.out.as_deref(), "proxy", &json, &text, a.json)
 }
 
 fn opt(x: Option<f64>, d: usize) -> String {
