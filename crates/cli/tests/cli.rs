@@ -48,12 +48,19 @@ fn bad_input_is_a_clear_error() {
 
 #[test]
 fn missing_root_is_a_clear_error() {
-    let o = Command::new(MGRP)
+    // A copy nobody can reach: the checkout may sit under a directory only root may enter (a
+    // clone in /root, or in `mktemp -d`), where nobody cannot execute target/…/mgrp at all.
+    use std::os::unix::fs::PermissionsExt;
+    let bin = std::env::temp_dir().join(format!("mgrp-as-nobody-{}", std::process::id()));
+    std::fs::copy(MGRP, &bin).expect("copy mgrp");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = Command::new(&bin)
         .args(["testbed", "run", "--duration", "1s"])
         .uid(65534)
         .gid(65534)
-        .output()
-        .expect("run mgrp as nobody");
+        .output();
+    let _ = std::fs::remove_file(&bin);
+    let o = o.expect("run mgrp as nobody");
     assert!(!o.status.success());
     assert!(stderr(&o).contains("needs root"), "{}", stderr(&o));
 }
