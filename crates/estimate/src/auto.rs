@@ -39,6 +39,9 @@ pub struct AutoParams {
     pub min_gap_ns: u64,
     /// Fraction of a fleet that decides.
     pub fraction: f64,
+    /// Re-test the converged bracket one resolution outside each bound before calling it final
+    /// ([`SlopsParams::verify_bps`]).
+    pub verify: bool,
 }
 
 impl Default for AutoParams {
@@ -58,6 +61,7 @@ impl Default for AutoParams {
             detect_mtus: 2.0,
             min_gap_ns: 100_000,
             fraction: 0.7,
+            verify: true,
         }
     }
 }
@@ -65,7 +69,7 @@ impl Default for AutoParams {
 enum Phase {
     Capacity(CapacityEstimator),
     Chirp(Chirp),
-    Slops(Slops),
+    Slops(Box<Slops>),
 }
 
 pub struct Auto {
@@ -121,7 +125,7 @@ impl Auto {
     fn start_slops(&mut self, c: f64) {
         let start = self.rough.as_ref().map(|e| e.value_bps);
         let w = self.p.resolution * c;
-        self.phase = Phase::Slops(Slops::new(SlopsParams {
+        self.phase = Phase::Slops(Box::new(Slops::new(SlopsParams {
             fleet: self.p.fleet,
             stream_len: self.p.stream_len,
             resolution_bps: w,
@@ -134,8 +138,10 @@ impl Auto {
             ),
             min_gap_ns: self.p.min_gap_ns,
             fraction: self.p.fraction,
+            verify_bps: self.p.verify.then_some(w),
+            check_fleet: self.p.fleet,
             ..SlopsParams::for_capacity(c, Pace::Fast)
-        }));
+        })));
     }
 
     fn current(&mut self) -> &mut dyn Estimator {
@@ -260,7 +266,7 @@ impl Estimator for Auto {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fluid::{drive, FluidPath};
+    use crate::fluid::{drive, drive_with, FluidPath};
     use mgrp_traffic::CrossPattern;
 
     fn path(c: f64, cross: Option<&str>, seed: u64) -> FluidPath {
@@ -373,6 +379,174 @@ mod tests {
         );
         let k = &known.last().unwrap().1;
         assert!(k.quality.probe_bytes < e.quality.probe_bytes);
+    }
+
+    /// A receiver that stalls now and then: with probability `q` a SLoPS stream (≥ 20 probes)
+    /// arrives with a spurious ramp of `ramp_ns` over its length, so its delays look increasing
+    /// wherever it was sent (what a preempted receiver or a lost-probe burst does on a host).
+    fn stalls(seed: u64, q: f64, ramp_ns: u64) -> impl FnMut(&TrainSpec, &mut TrainResult) {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        move |t, r| {
+            if t.probes.len() < 20 {
+                return;
+            }
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if (x >> 11) as f64 / (1u64 << 53) as f64 >= q {
+                return;
+            }
+            let n = r.probes.len().max(2) as u64 - 1;
+            for (i, p) in r.probes.iter_mut().enumerate() {
+                if let Some(rx) = &mut p.rx_ns {
+                    rx.0 += ramp_ns * i as u64 / n;
+                }
+            }
+        }
+    }
+
+    /// Final estimates of `auto` over seeds on a path with stalls: (relative errors, share of
+    /// ranges holding the truth, mean confidence of the runs whose range missed, of those that
+    /// held, bytes).
+    fn stalled_runs(verify: bool, q: f64, cells: &[(f64, &str)]) -> (Vec<f64>, f64, f64, f64, f64) {
+        let (mut errs, mut held, mut conf_miss, mut conf_held, mut bytes) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), 0.0);
+        for seed in 1..=40 {
+            for &(c, cross) in cells {
+                let mut p = path(c, Some(cross), seed);
+                let t0 = p.now_ns();
+                let mut est = Auto::new(AutoParams {
+                    verify,
+                    ..AutoParams::default()
+                });
+                let out = drive_with(
+                    &mut est,
+                    &mut p,
+                    t0 + 60_000_000_000,
+                    stalls(seed, q, 2_000_000),
+                );
+                let truth = p.avail_bps(t0, p.now_ns());
+                let e = &out.last().unwrap().1;
+                errs.push(err(e, truth, c));
+                let ok = e.low_bps <= truth && truth <= e.high_bps;
+                held.push(ok);
+                if ok {
+                    conf_held.push(e.quality.confidence)
+                } else {
+                    conf_miss.push(e.quality.confidence)
+                }
+                bytes += e.quality.probe_bytes as f64;
+            }
+        }
+        errs.sort_by(f64::total_cmp);
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let cover = held.iter().filter(|h| **h).count() as f64 / held.len() as f64;
+        (
+            errs,
+            cover,
+            mean(&conf_miss),
+            mean(&conf_held),
+            bytes / held.len() as f64,
+        )
+    }
+
+    #[test]
+    #[ignore]
+    fn study_stalls() {
+        let cells = [
+            (20e6, "cbr:10mbit,size=500"),
+            (100e6, "poisson:50mbit,size=1000"),
+            (20e6, "poisson:5mbit,size=300"),
+            (100e6, "cbr:25mbit,size=500"),
+        ];
+        for q in [0.0, 0.2] {
+            for cell in cells {
+                for verify in [false, true] {
+                    eprint!("{cell:?} ");
+                    let (e, cover, cm, ch, b) = stalled_runs(verify, q, &[cell]);
+                    let n = e.len();
+                    eprintln!(
+                    "q {q} verify {verify}: median {:.3} p90 {:.3} max {:.3} >25% {} >50% {} cover {:.2} conf miss {:.2} held {:.2} bytes {:.0}",
+                    e[n / 2], e[n * 9 / 10], e[n - 1],
+                    e.iter().filter(|x| **x > 0.25).count(),
+                    e.iter().filter(|x| **x > 0.5).count(),
+                    cover, cm, ch, b
+                );
+                }
+            }
+        }
+    }
+
+    /// The failure of issue 20, reproduced: the first two fleets of the search, sent below A,
+    /// arrive looking increasing (a host that stalls), and pathload's search walks down and
+    /// never comes back. Re-testing the bracket catches both misjudged fleets, reopens the search
+    /// and ends near A, with a confidence that says the evidence disagreed.
+    #[test]
+    fn a_search_walked_down_by_misjudged_fleets_is_retested() {
+        let run = |verify: bool| {
+            let mut p = path(20e6, Some("cbr:10mbit,size=500"), 2);
+            let t0 = p.now_ns();
+            let mut est = Auto::new(AutoParams {
+                verify,
+                ..AutoParams::default()
+            });
+            let mut streams = 0;
+            let out = drive_with(&mut est, &mut p, t0 + 60_000_000_000, |t, r| {
+                if t.probes.len() >= 20 {
+                    streams += 1;
+                    if streams <= 8 {
+                        let n = r.probes.len() as u64 - 1;
+                        for (i, pr) in r.probes.iter_mut().enumerate() {
+                            if let Some(rx) = &mut pr.rx_ns {
+                                rx.0 += 2_000_000 * i as u64 / n;
+                            }
+                        }
+                    }
+                }
+            });
+            let truth = p.avail_bps(t0, p.now_ns());
+            (out.last().unwrap().1.clone(), truth)
+        };
+        let (walked, truth) = run(false);
+        assert!(err(&walked, truth, 20e6) > 0.5, "{walked:?} truth {truth}");
+        let (checked, truth) = run(true);
+        assert!(
+            err(&checked, truth, 20e6) < 0.05,
+            "{checked:?} truth {truth}"
+        );
+        assert!(checked.final_);
+        assert!(checked.low_bps <= truth && truth <= checked.high_bps);
+        let (quiet, _) = stalled_runs_one(2);
+        assert!(
+            checked.quality.confidence < 0.5 * quiet.quality.confidence,
+            "contradicted {} vs quiet {}",
+            checked.quality.confidence,
+            quiet.quality.confidence
+        );
+    }
+
+    fn stalled_runs_one(seed: u64) -> (Estimate, f64) {
+        let mut p = path(20e6, Some("cbr:10mbit,size=500"), seed);
+        let (out, truth) = run(&mut p, AutoParams::default());
+        (out.last().unwrap().1.clone(), truth)
+    }
+
+    /// Issue 20's coverage target on the fluid model: over 40 seeds of four cells (CBR and
+    /// Poisson at 20 and 100 Mbit/s), the stated range holds the truth in ≥ 90% of runs
+    /// (measured 0.955: 1.00, 0.82, 1.00, 1.00; without re-testing 0.81); and confidence means
+    /// something: the runs whose range missed had a lower mean confidence than those that held.
+    #[test]
+    fn ranges_hold_the_truth_and_confidence_separates() {
+        let cells = [
+            (20e6, "cbr:10mbit,size=500"),
+            (100e6, "poisson:50mbit,size=1000"),
+            (20e6, "poisson:5mbit,size=300"),
+            (100e6, "cbr:25mbit,size=500"),
+        ];
+        let (errs, cover, conf_miss, conf_held, _) = stalled_runs(true, 0.0, &cells);
+        assert!(cover >= 0.9, "coverage {cover}");
+        assert!(conf_miss < conf_held, "missed {conf_miss} held {conf_held}");
+        assert!(errs.last().unwrap() < &0.5, "a wild miss: {errs:?}");
     }
 
     /// Run again after the cross traffic changes: the next estimate follows the new truth.

@@ -175,11 +175,24 @@ pub fn drive(
     path: &mut FluidPath,
     horizon_ns: u64,
 ) -> Vec<(u64, crate::Estimate)> {
+    drive_with(est, path, horizon_ns, |_, _| {})
+}
+
+/// [`drive`], with every train's result passed through `disturb` before the estimator sees it:
+/// how tests add what a real host does and the model does not (a receiver that stalls, a
+/// probe lost to something else than the queue).
+pub fn drive_with(
+    est: &mut dyn crate::Estimator,
+    path: &mut FluidPath,
+    horizon_ns: u64,
+    mut disturb: impl FnMut(&TrainSpec, &mut TrainResult),
+) -> Vec<(u64, crate::Estimate)> {
     let mut out: Vec<(u64, crate::Estimate)> = Vec::new();
     while !est.is_done() && path.now_ns() < horizon_ns {
         let now = path.now_ns();
         if let Some(train) = est.poll_train(now) {
-            let obs = path.send_train(now, &train);
+            let mut obs = path.send_train(now, &train);
+            disturb(&train, &mut obs);
             let last_sent = now + train.offsets().last().copied().unwrap_or(0);
             let known = obs
                 .probes
