@@ -40,10 +40,47 @@ fn q(v: Vec<f64>, p: f64) -> f64 {
     quantile(&v, p).unwrap_or(f64::NAN)
 }
 
+/// "k/n (p%)" of the `true`s; "—" for none.
+fn share(v: impl Iterator<Item = bool>) -> String {
+    let v: Vec<bool> = v.collect();
+    if v.is_empty() {
+        return "—".into();
+    }
+    let k = v.iter().filter(|b| **b).count();
+    format!(
+        "{k}/{} ({:.0}%)",
+        v.len(),
+        100.0 * k as f64 / v.len() as f64
+    )
+}
+
+/// Stated confidence against what happened: per band, the share of runs whose range held the
+/// truth (a calibrated estimator's share sits inside its band).
+fn reliability(runs: &[Run], methods: &[String]) {
+    const BANDS: [(f64, f64); 4] = [(0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.01)];
+    say!("\nReliability (stated confidence vs the share of ranges that held the truth):");
+    say!("| method | 0–0.25 | 0.25–0.5 | 0.5–0.75 | 0.75–1 |");
+    say!("|---|---:|---:|---:|---:|");
+    for m in methods {
+        let cells: Vec<String> = BANDS
+            .iter()
+            .map(|(lo, hi)| {
+                share(
+                    runs.iter()
+                        .filter(|r| &r.method == m)
+                        .filter(|r| r.confidence.is_some_and(|c| c >= *lo && c < *hi))
+                        .filter_map(|r| r.covered),
+                )
+            })
+            .collect();
+        say!("| {m} | {} |", cells.join(" | "));
+    }
+}
+
 fn table(runs: &[Run], methods: &[String]) {
     say!("Per method over the whole grid (error = |estimate − truth| / max(truth, 5% C); times from the start, capacity phase included):");
-    say!("| method | runs | median err | p90 err | first (median s) | final (median s) | bytes (median kB) | bytes / slops-slow | converged |");
-    say!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    say!("| method | runs | median err | p90 err | worst err | range held truth | first (median s) | final (median s) | bytes (median kB) | bytes / slops-slow | converged |");
+    say!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let same_cell = |a: &Run, b: &Run| {
         a.capacity_mbit == b.capacity_mbit && a.kind == b.kind && a.load_pct == b.load_pct
     };
@@ -63,10 +100,12 @@ fn table(runs: &[Run], methods: &[String]) {
             })
             .collect();
         say!(
-            "| {m} | {} | {:.1}% | {:.1}% | {:.2} | {:.2} | {:.0} | {} | {}/{} |",
+            "| {m} | {} | {:.1}% | {:.1}% | {:.1}% | {} | {:.2} | {:.2} | {:.0} | {} | {}/{} |",
             r.len(),
             q(errs.clone(), 0.5) * 100.0,
-            q(errs, 0.9) * 100.0,
+            q(errs.clone(), 0.9) * 100.0,
+            q(errs, 1.0) * 100.0,
+            share(r.iter().filter_map(|r| r.covered)),
             q(r.iter().filter_map(|r| r.first_s).collect(), 0.5),
             q(r.iter().map(|r| r.final_s).collect(), 0.5),
             q(r.iter().map(|r| r.probe_bytes as f64 / 1e3).collect(), 0.5),
@@ -79,6 +118,7 @@ fn table(runs: &[Run], methods: &[String]) {
             r.len()
         );
     }
+    reliability(runs, methods);
     say!("\nPer cell (median over reps):");
     say!("| C | cross | load | method | estimate | truth | err | final s | kB |");
     say!("|---:|---|---:|---|---:|---:|---:|---:|---:|");

@@ -62,6 +62,9 @@ pub struct SlopsParams {
     /// streams: on the fluid model with 20% of streams stalled, 2-stream checks left p90 error
     /// 0.40–0.47 on Poisson cells where 4-stream checks left 0.18–0.33.
     pub check_fleet: usize,
+    /// Re-test every converged bracket; otherwise only one the evidence makes suspicious
+    /// ([`Slops::suspicious`]).
+    pub verify_always: bool,
 }
 
 impl SlopsParams {
@@ -87,6 +90,7 @@ impl SlopsParams {
             verify_bps: None,
             max_retests: 2,
             check_fleet: 12,
+            verify_always: true,
         }
     }
 }
@@ -313,7 +317,7 @@ impl Slops {
             self.done = true;
             return;
         };
-        if self.fleets >= self.p.max_fleets {
+        if self.fleets >= self.p.max_fleets || !(self.p.verify_always || self.suspicious()) {
             self.done = true;
             return;
         }
@@ -382,11 +386,36 @@ impl Slops {
         }
     }
 
-    /// The stated range: the bracket, out to the rates where verification fleets confirmed it,
+    /// Evidence that deserves a re-test: more than a quarter of the streams disagreeing with
+    /// their fleet (one dissenter in a fleet near A is the test's normal noise), an earlier
+    /// contradiction, or a search that ended far (over a quarter of the range) from where it
+    /// started — from the rough estimate it was given, or from the middle of its range. Grey
+    /// fleets are common where cross packets are large and only lower the confidence.
+    fn suspicious(&self) -> bool {
+        let start = self
+            .p
+            .start_bps
+            .unwrap_or((self.p.min_rate + self.p.max_rate) / 2.0);
+        let mid = (self.rmin + self.rmax) / 2.0;
+        self.dissent as f64 > 0.25 * self.voted as f64
+            || self.contradictions > 0
+            || (mid - start).abs() > 0.25 * (self.p.max_rate - self.p.min_rate)
+    }
+
+    /// The stated range: the bracket, out to the rates where verification fleets confirmed it
+    /// (or would have),
     /// and over every contradicting fleet's rate when the search gave up on contradictions.
     fn range(&self) -> (f64, f64) {
-        let mut lo = self.confirmed.0.unwrap_or(self.rmin).min(self.rmin);
-        let mut hi = self.confirmed.1.unwrap_or(self.rmax).max(self.rmax);
+        // A bracket that was not re-tested is stated as wide as one that was: a fleet within the
+        // margin of A is the test's coin toss, so the bracket's own bounds are not evidence that
+        // the truth lies inside them.
+        let m = self.p.verify_bps.filter(|_| self.done).unwrap_or(0.0);
+        let unchecked = (
+            (self.rmin - m).max(self.p.min_rate),
+            (self.rmax + m).min(self.p.max_rate),
+        );
+        let mut lo = self.confirmed.0.unwrap_or(unchecked.0).min(self.rmin);
+        let mut hi = self.confirmed.1.unwrap_or(unchecked.1).max(self.rmax);
         if let Some((a, b)) = self.span.filter(|_| self.done) {
             lo = lo.min(a);
             hi = hi.max(b);

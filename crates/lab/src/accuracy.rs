@@ -53,6 +53,9 @@ pub struct Run {
     pub final_s: f64,
     pub probe_bytes: u64,
     pub converged: bool,
+    /// The estimate's stated confidence (0..1), and whether its [low, high] held the truth.
+    pub confidence: Option<f64>,
+    pub covered: Option<bool>,
 }
 
 fn pattern(kind: &str, load: u32, c: f64) -> Result<Option<CrossPattern>> {
@@ -227,6 +230,10 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                         final_s: (o.end_ns - o.start_ns) as f64 / 1e9,
                         probe_bytes: o.bytes,
                         converged: e.is_some_and(|e| e.final_),
+                        confidence: e.map(|e| e.quality.confidence),
+                        covered: e
+                            .filter(|_| truth.is_finite())
+                            .map(|e| e.low_bps <= truth && truth <= e.high_bps),
                     });
                 }
             }
