@@ -143,6 +143,9 @@ pub struct Slops {
     trains: u32,
     history: Vec<(f64, FleetVerdict)>,
     resends: u32,
+    /// Mis-paced streams sent again, and those used at their actual rate.
+    mispaced_resent: u32,
+    mispaced_used: u32,
 }
 
 /// Consecutive re-sends of a mis-paced stream before it is used anyway.
@@ -192,7 +195,14 @@ impl Slops {
             trains: 0,
             history: Vec::new(),
             resends: 0,
+            mispaced_resent: 0,
+            mispaced_used: 0,
         }
+    }
+
+    /// Mis-paced streams: (sent again, used at their actual rate).
+    pub fn mispaced(&self) -> (u32, u32) {
+        (self.mispaced_resent, self.mispaced_used)
     }
 
     /// Fleets so far: their rates and verdicts.
@@ -459,17 +469,29 @@ impl Estimator for Slops {
             return;
         };
         self.last = now_ns;
-        // A stream that did not leave at its rate (the sender was preempted) says nothing about
-        // the path: send it again, a few times at most (pathload discards such streams too).
-        if stream_mispaced(obs, duration) && self.resends < MAX_RESENDS {
-            self.resends += 1;
-            self.next_at = now_ns;
-            return;
-        }
-        self.resends = 0;
         let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
         let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
-        match stream_trend(&owd, sent, &self.p.trend) {
+        let trend = stream_trend(&owd, sent, &self.p.trend);
+        // A stream that did not leave at its rate (the sender was preempted) is still evidence
+        // where its actual rate makes the verdict stronger: rising delays at a lower rate than
+        // asked, or flat ones at a higher rate. Otherwise send it again, a few times at most
+        // (pathload discards such streams).
+        if stream_mispaced(obs, duration) && self.resends < MAX_RESENDS {
+            let slower = obs.stats.actual_ns.is_some_and(|a| a >= duration);
+            let usable = matches!(
+                (trend, slower),
+                (Trend::Increasing, true) | (Trend::NotIncreasing, false)
+            );
+            if !usable {
+                self.resends += 1;
+                self.mispaced_resent += 1;
+                self.next_at = now_ns;
+                return;
+            }
+            self.mispaced_used += 1;
+        }
+        self.resends = 0;
+        match trend {
             Trend::Increasing => self.inc += 1,
             Trend::NotIncreasing => self.not += 1,
             Trend::Unknown => {}
@@ -652,6 +674,28 @@ mod tests {
         s.handle_train(1, &obs);
         assert_eq!((s.streams, s.resends), (0, 1));
         assert_eq!(s.poll_train(1), Some(t.clone()), "the same stream again");
+        assert_eq!(s.mispaced(), (1, 0));
+
+        // The same slow stream with delays rising 10 µs a probe: rising at half the asked rate
+        // means rising at the asked rate too, so it counts, as "increasing".
+        let rising: Vec<_> = arrivals
+            .iter()
+            .map(|a| mgrp_train::Arrival {
+                rx_ns: mgrp_train::WallNs(a.rx_ns.0 + 10_000 * a.index as u64),
+                ..*a
+            })
+            .collect();
+        let obs = TrainResult::assemble(
+            2,
+            "test".into(),
+            &t,
+            mgrp_train::MonoNs(0),
+            &sends,
+            Some((&rising, false)),
+        );
+        s.handle_train(2, &obs);
+        assert_eq!((s.streams, s.inc, s.resends), (1, 1, 0));
+        assert_eq!(s.mispaced(), (1, 1));
     }
 
     #[test]

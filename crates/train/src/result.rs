@@ -6,8 +6,38 @@ use crate::spec::TrainSpec;
 use crate::time::{MonoNs, WallNs};
 use serde::{Deserialize, Serialize};
 
-/// Default tolerance: a train whose p99 sender gap error exceeds this is flagged.
+/// The old default of the p99 gap rule, kept for callers that name it; a train is judged by
+/// [`SPAN_TOLERANCE`] and [`WINDOW_TOLERANCE`] unless its spec sets `tolerance_ns`.
 pub const DEFAULT_TOLERANCE_NS: u64 = 5_000;
+
+/// A train whose departures stray from the plan enough to change what an estimator concludes
+/// is flagged: over the whole train by more than 2% of its planned span (a SLoPS stream near A
+/// is a few percent from it), or over any window of ⌈√n⌉ gaps — the trend tests' groups — by
+/// more than 10% of the window's planned span. One probe late by 50 µs in a 100 µs-gap train
+/// whose next probe leaves on time moves neither (the p99 gap rule flagged 27–30 of 30 such
+/// trains on a VM whose disk interrupt lands on the pacer's CPU).
+pub const SPAN_TOLERANCE: f64 = 0.02;
+pub const WINDOW_TOLERANCE: f64 = 0.10;
+
+/// Relative span errors of the departures against the plan: (whole train, worst window of
+/// ⌈√n⌉ gaps). `departures` are (intended, actual) offsets in ns, in probe order.
+pub fn span_errors(departures: &[(u64, u64)]) -> Option<(f64, f64)> {
+    let n = departures.len();
+    if n < 2 {
+        return None;
+    }
+    let rel = |a: (u64, u64), b: (u64, u64)| {
+        let planned = b.0.saturating_sub(a.0) as f64;
+        let actual = b.1 as f64 - a.1 as f64;
+        (planned > 0.0).then(|| (actual - planned).abs() / planned)
+    };
+    let whole = rel(departures[0], departures[n - 1])?;
+    let w = ((n - 1) as f64).sqrt().ceil().max(1.0) as usize;
+    let worst = (0..n - w)
+        .filter_map(|i| rel(departures[i], departures[i + w]))
+        .fold(0.0, f64::max);
+    Some((whole, worst))
+}
 
 /// When the pacer sent one probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -93,8 +123,17 @@ pub struct TrainStats {
     pub tx_gap_error: Option<Quantiles>,
     /// |receive gap − intended gap| (kernel RX timestamps), ns: pacing plus path jitter.
     pub rx_gap_error: Option<Quantiles>,
+    /// The caller's p99 gap tolerance (`TrainSpec::tolerance_ns`), 0 when it set none.
     pub tolerance_ns: u64,
-    /// The sender's p99 gap error exceeded the tolerance: analyse with actual times or discard.
+    /// |actual − planned| / planned span of the departures (kernel TX where every probe has a
+    /// stamp, else the pacer's clock): over the whole train, and the worst window of ⌈√n⌉ gaps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_error: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_span_error: Option<f64>,
+    /// The departures strayed from the plan beyond [`SPAN_TOLERANCE`] or [`WINDOW_TOLERANCE`]
+    /// (or the caller's p99 gap tolerance), or a send failed: analyse with the actual times or
+    /// discard.
     pub flagged: bool,
     /// The receiver's report never came (peer gone or too slow): every probe counts as lost.
     pub report_missing: bool,
@@ -193,7 +232,23 @@ impl TrainResult {
         let tx_gap_error = Quantiles::of(tx_gap_err);
         // Judge by the actual departures (kernel) where known, else by the pacer's clock.
         let judged = tx_gap_error.or(gap_error);
-        let tolerance_ns = spec.tolerance_ns.unwrap_or(DEFAULT_TOLERANCE_NS);
+        let kernel: Option<Vec<(u64, u64)>> = probes
+            .iter()
+            .filter(|p| p.sent_ns.is_some())
+            .map(|p| p.tx_kernel_ns.map(|t| (p.intended_ns, t.0)))
+            .collect();
+        let departures = kernel.unwrap_or_else(|| {
+            probes
+                .iter()
+                .filter_map(|p| Some((p.intended_ns, p.sent_ns?)))
+                .collect()
+        });
+        let spans = span_errors(&departures);
+        let strayed =
+            spans.is_some_and(|(whole, win)| whole > SPAN_TOLERANCE || win > WINDOW_TOLERANCE);
+        let p99_over = spec
+            .tolerance_ns
+            .is_some_and(|t| judged.is_some_and(|q| q.p99 > t as f64));
         let first = probes.iter().find_map(|p| p.sent_ns);
         let last = probes.iter().rev().find_map(|p| p.sent_ns);
         TrainResult {
@@ -209,11 +264,13 @@ impl TrainResult {
                 send_errors: probes.len() - sent,
                 planned_ns: spec.planned_ns(),
                 actual_ns: first.zip(last).map(|(a, b)| b - a),
-                flagged: judged.is_some_and(|q| q.p99 > tolerance_ns as f64) || sent < probes.len(),
+                flagged: strayed || p99_over || sent < probes.len(),
                 gap_error,
                 tx_gap_error,
                 rx_gap_error: Quantiles::of(rx_gap_err),
-                tolerance_ns,
+                tolerance_ns: spec.tolerance_ns.unwrap_or(0),
+                span_error: spans.map(|s| s.0),
+                window_span_error: spans.map(|s| s.1),
                 report_missing: report.is_none(),
                 report_truncated: report.is_some_and(|(_, t)| t),
             },
@@ -323,18 +380,53 @@ mod tests {
         assert!(missing.stats.report_missing);
         assert_eq!(missing.stats.lost, 4);
 
+        // One probe 20 µs late, the next on time: the rates over the train and over its
+        // windows hold (10% at most), so it is not flagged — unless the caller asked for the
+        // p99 gap rule.
         let late = self::sends(start, &[0, 120_000, 200_000, 300_000]);
+        let r = TrainResult::assemble(3, "p".into(), &spec, start, &late, None);
+        assert!(!r.stats.flagged, "{:?}", r.stats);
+        assert_eq!(r.stats.window_span_error, Some(0.1));
+        let strict = TrainSpec {
+            tolerance_ns: Some(5_000),
+            ..spec.clone()
+        };
         assert!(
-            TrainResult::assemble(3, "p".into(), &spec, start, &late, None)
+            TrainResult::assemble(3, "p".into(), &strict, start, &late, None)
                 .stats
                 .flagged
         );
+        // Sent 20% slow throughout: the rate differs from the plan.
+        let slow = self::sends(start, &[0, 120_000, 240_000, 360_000]);
+        let r = TrainResult::assemble(3, "p".into(), &spec, start, &slow, None);
+        assert!(r.stats.flagged);
+        assert!((r.stats.span_error.unwrap() - 0.2).abs() < 1e-9);
         // A failed send flags the train and is not counted as sent.
         let mut failed = self::sends(start, &[0, 100_000, 200_000, 300_000]);
         failed[2].mono_ns = None;
         let r = TrainResult::assemble(4, "p".into(), &spec, start, &failed, Some((&rx, true)));
         assert_eq!((r.stats.sent, r.stats.send_errors), (3, 1));
         assert!(r.stats.flagged && r.stats.report_truncated);
+    }
+
+    /// The pacing bench's case: a 100 µs-gap train of 100 probes with one probe 60 µs late (an
+    /// interrupt on the pacer's CPU) is not flagged; a 5-probe stall (the pacer preempted for
+    /// 500 µs, then catching up) is.
+    #[test]
+    fn flag_means_the_rates_strayed() {
+        let spec = TrainSpec::uniform(100, 1000, 100_000);
+        let start = MonoNs(0);
+        let mut t: Vec<u64> = (0..100).map(|i| i * 100_000).collect();
+        t[40] += 60_000;
+        let r = TrainResult::assemble(1, "p".into(), &spec, start, &sends(start, &t), None);
+        assert!(!r.stats.flagged, "{:?}", r.stats);
+        assert!(r.stats.gap_error.unwrap().max >= 60_000.0);
+        for (i, x) in t.iter_mut().enumerate().skip(40).take(5) {
+            *x = 4_500_000 + (i as u64 - 40) * 1_000;
+        }
+        let r = TrainResult::assemble(2, "p".into(), &spec, start, &sends(start, &t), None);
+        assert!(r.stats.flagged, "{:?}", r.stats);
+        assert_eq!(span_errors(&[(0, 0)]), None);
     }
 
     #[test]
