@@ -40,6 +40,10 @@ pub struct AgentArgs {
     /// byte budget. Without it the agent answers probes and schedules nothing.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Move every movable interrupt off the pacer's CPU while the agent runs (root; each is put
+    /// back at exit). Off by default: interrupt affinity is the whole host's.
+    #[arg(long)]
+    steer_irqs: bool,
 }
 
 pub fn run(a: AgentArgs) -> Result<()> {
@@ -58,6 +62,7 @@ pub fn run(a: AgentArgs) -> Result<()> {
         None => mgrp_service::config::ServiceConfig::default(),
     };
     crate::signals::catch_hangup();
+    let _irqs = pacer_interrupts(a.steer_irqs, a.json);
     let agent = Agent::start(cfg)?;
     let mut service = mgrp_service::Service::start(&service_cfg, key_for_service)?;
     let read = agent.counter_reader();
@@ -207,4 +212,46 @@ fn print_counters(c: &mgrp_engine::daemon::CounterSnapshot, json: bool) {
             c.api_errors
         );
     }
+}
+
+/// Say at start what may interrupt the pacer, and with `--steer-irqs` move it off (the guard
+/// puts it back when dropped).
+fn pacer_interrupts(steer: bool, json: bool) -> Option<mgrp_clock::irq::IrqSteering> {
+    use mgrp_clock::irq;
+    let cpu = mgrp_clock::cpu::pacer_cpu()?;
+    let root = std::path::Path::new(irq::PROC_IRQ);
+    let steering = steer.then(|| irq::steer_off(root, cpu));
+    let line = match &steering {
+        Some(s) if s.moved().is_empty() && !s.refused.is_empty() => format!(
+            "pacer on CPU {cpu}: could not move its {} interrupts (not root?): {:?}",
+            s.refused.len(),
+            s.refused
+        ),
+        Some(s) => format!(
+            "pacer on CPU {cpu}: moved {} interrupts off it until exit{}",
+            s.moved().len(),
+            if s.refused.is_empty() {
+                String::new()
+            } else {
+                format!(", {} refused by the kernel: {:?}", s.refused.len(), s.refused)
+            }
+        ),
+        None => match irq::movable_onto(root, cpu) {
+            v if v.is_empty() => format!("pacer on CPU {cpu}: no movable interrupt lands there"),
+            v => format!(
+                "pacer on CPU {cpu}: {} movable interrupts may land there (--steer-irqs moves them while the agent runs)",
+                v.len()
+            ),
+        },
+    };
+    if json {
+        let moved = steering.as_ref().map(|s| s.moved());
+        say!(
+            "{}",
+            serde_json::json!({ "pacer_cpu": cpu, "irqs_moved": moved, "note": line })
+        );
+    } else {
+        say!("{line}");
+    }
+    steering
 }

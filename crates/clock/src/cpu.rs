@@ -35,6 +35,14 @@ pub fn avoid_pacer_cpu() {
     }
 }
 
+/// The CPU the pacer pins itself to: the last one this thread may run on, when it may run on
+/// two or more (with one, there is nothing to keep off it).
+pub fn pacer_cpu() -> Option<usize> {
+    allowed_cpus()
+        .filter(|(_, c)| c.len() >= 2)
+        .and_then(|(_, c)| c.last().copied())
+}
+
 /// Pin the pacer to the last CPU it may run on, so a testbed (or an operator) can steer packet
 /// processing to the others and keep the pacer's core quiet.
 pub fn pin_to_pacer_cpu() {

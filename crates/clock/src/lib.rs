@@ -2,6 +2,7 @@
 //! any of them (and by the probe engine later) are directly comparable.
 
 pub mod cpu;
+pub mod irq;
 
 /// Nanoseconds on CLOCK_MONOTONIC.
 pub fn now_ns() -> u64 {
