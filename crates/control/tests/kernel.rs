@@ -6,37 +6,10 @@ use mgrp_control::{available_congestion_controls, CgroupRun, Controls, Mode, Pat
 use std::io::{Read, Write};
 use std::net::{IpAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The congestion controls' names are global to the kernel: one test at a time loads them.
-static KERNEL: Mutex<()> = Mutex::new(());
-
-fn serial() -> Option<std::sync::MutexGuard<'static, ()>> {
-    if let Some(why) = mgrp_control::unsupported_reason() {
-        eprintln!("skipped: {why}");
-        return None;
-    }
-    Some(KERNEL.lock().unwrap_or_else(|e| e.into_inner()))
-}
-
-fn cc_of(fd: i32) -> String {
-    mgrp_control::sockopt::congestion_control(fd).expect("TCP_CONGESTION")
-}
-
-fn set_cc(fd: i32, cc: &str) -> std::io::Result<()> {
-    mgrp_control::sockopt::set_congestion_control(fd, cc)
-}
-
-fn tcp_info(fd: i32) -> libc::tcp_info {
-    mgrp_control::sockopt::tcp_info(fd).expect("TCP_INFO")
-}
-
-fn now_ns() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
-        .unwrap()
-}
+mod common;
+use common::{bulk, cc_of, now_ns, serial, set_cc, sink, tcp_info};
 
 #[test]
 fn register_refuse_twice_and_unregister() {
@@ -139,7 +112,7 @@ fn cgroup_run_puts_a_commands_sockets_on_the_mode() {
 /// entry goes stale.
 #[test]
 fn cwnd_follows_the_estimate_in_the_map() {
-    use mgrp_testbed::{netns, DelayMode, Role, Testbed, TestbedConfig};
+    use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
     let Some(_k) = serial() else { return };
     let tb = Testbed::up(
         TestbedConfig {
@@ -161,48 +134,13 @@ fn cwnd_follows_the_estimate_in_the_map() {
         ..Default::default()
     };
 
-    let sink = netns::spawn_in(&tb.ns(Role::Rcv), "sink", move || {
-        let l = TcpListener::bind((Role::Rcv.addr(), 7399)).unwrap();
-        let (mut s, _) = l.accept().unwrap();
-        let mut buf = vec![0u8; 1 << 16];
-        let mut n = 0u64;
-        while let Ok(k) = s.read(&mut buf) {
-            if k == 0 {
-                break;
-            }
-            n += k as u64;
-        }
-        Ok(n)
-    })
-    .unwrap();
+    let sink = sink(&tb, 7399, Default::default());
     std::thread::sleep(Duration::from_millis(200));
     // Phases: A = 4 Mbit/s, A = 12 Mbit/s, then no update (stale after 1.5 s).
-    let sender = netns::spawn_in(&snd, "bg", move || {
-        let s = TcpStream::connect((Role::Rcv.addr(), 7399)).unwrap();
-        let fd = s.as_raw_fd();
-        let cc = cc_of(fd);
-        let block = vec![0u8; 1 << 16];
-        let start = Instant::now();
-        let mut samples = Vec::new();
-        let mut next = Duration::from_millis(100);
-        s.set_write_timeout(Some(Duration::from_millis(50)))
-            .unwrap();
-        while start.elapsed() < Duration::from_secs(9) {
-            let _ = (&s).write(&block);
-            if start.elapsed() >= next {
-                let i = tcp_info(fd);
-                samples.push((
-                    start.elapsed().as_secs_f64(),
-                    i.tcpi_snd_cwnd,
-                    i.tcpi_rtt,
-                    i.tcpi_snd_mss,
-                ));
-                next += Duration::from_millis(100);
-            }
-        }
-        Ok((cc, samples))
-    })
-    .unwrap();
+    let sender = bulk(&tb, 7399, None, 9.0, |t, s| {
+        let i = tcp_info(s.as_raw_fd());
+        Some((t, i.tcpi_snd_cwnd, i.tcpi_rtt, i.tcpi_snd_mss))
+    });
     // The agent's part: A = 6 Mbit/s for 3 s, then 16 Mbit/s until 5.5 s, refreshed every
     // 200 ms; then nothing, so the entry goes stale at 7 s.
     let t0 = Instant::now();
@@ -216,7 +154,7 @@ fn cwnd_follows_the_estimate_in_the_map() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let stats_before_stale = c.stats().unwrap()[0].clone();
-    let (cc, samples) = sender.join().unwrap().unwrap();
+    let (cc, samples) = sender.join().unwrap();
     let _ = sink.join();
     assert_eq!(cc, "mgrp_bg", "the route's congctl was not applied");
 
@@ -298,45 +236,12 @@ fn bulk_flow(
     port: u16,
     secs: f64,
 ) -> Vec<(f64, u32)> {
-    use mgrp_testbed::{netns, Role};
-    let sink = netns::spawn_in(&tb.ns(Role::Rcv), "sink", move || {
-        let l = TcpListener::bind((Role::Rcv.addr(), port)).unwrap();
-        let (mut s, _) = l.accept().unwrap();
-        let mut buf = vec![0u8; 1 << 16];
-        while let Ok(k) = s.read(&mut buf) {
-            if k == 0 {
-                break;
-            }
-        }
-        Ok(())
-    })
-    .unwrap();
+    let sink = sink(tb, port, Default::default());
     std::thread::sleep(Duration::from_millis(200));
-    let sender = netns::spawn_in(&tb.ns(Role::Snd), "bulk", move || {
-        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        set_cc(s.as_raw_fd(), cc).unwrap();
-        let addr: std::net::SocketAddr = format!("{}:{port}", Role::Rcv.addr()).parse().unwrap();
-        s.connect(&addr.into()).unwrap();
-        let s: TcpStream = s.into();
-        s.set_write_timeout(Some(Duration::from_millis(50)))
-            .unwrap();
-        let block = vec![0u8; 1 << 16];
-        let start = Instant::now();
-        let (mut samples, mut next) = (Vec::new(), Duration::from_millis(100));
-        while start.elapsed() < Duration::from_secs_f64(secs) {
-            let _ = (&s).write(&block);
-            if start.elapsed() >= next {
-                samples.push((
-                    start.elapsed().as_secs_f64(),
-                    tcp_info(s.as_raw_fd()).tcpi_snd_cwnd,
-                ));
-                next += Duration::from_millis(100);
-            }
-        }
-        Ok(samples)
-    })
-    .unwrap();
-    let samples = sender.join().unwrap().unwrap();
+    let sender = bulk(tb, port, Some(cc), secs, |t, s| {
+        Some((t, tcp_info(s.as_raw_fd()).tcpi_snd_cwnd))
+    });
+    let (_, samples) = sender.join().unwrap();
     let _ = sink.join();
     samples
 }

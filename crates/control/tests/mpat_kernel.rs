@@ -7,27 +7,10 @@ use mgrp_control::{available_congestion_controls, MemberRule, MpatControls};
 use std::io::{Read, Write};
 use std::net::{IpAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Congestion-control names are global to the kernel: one test at a time loads them.
-static KERNEL: Mutex<()> = Mutex::new(());
-
-fn serial() -> Option<std::sync::MutexGuard<'static, ()>> {
-    if let Some(why) = mgrp_control::unsupported_reason() {
-        eprintln!("skipped: {why}");
-        return None;
-    }
-    Some(KERNEL.lock().unwrap_or_else(|e| e.into_inner()))
-}
-
-fn cc_of(fd: i32) -> String {
-    mgrp_control::sockopt::congestion_control(fd).expect("TCP_CONGESTION")
-}
-
-fn set_cc(fd: i32, cc: &str) -> std::io::Result<()> {
-    mgrp_control::sockopt::set_congestion_control(fd, cc)
-}
+mod common;
+use common::{bulk, cc_of, serial, set_cc, sink};
 
 #[test]
 fn load_refuse_bad_input_and_unload() {
@@ -102,53 +85,19 @@ fn run_flows(
     secs: f64,
     mut tick: impl FnMut(f64),
 ) -> Samples {
-    use mgrp_testbed::{netns, Role};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
-    let counts: Arc<Vec<AtomicU64>> = Arc::new(flows.iter().map(|_| AtomicU64::new(0)).collect());
-    let mut sinks = Vec::new();
-    for (i, &(port, _)) in flows.iter().enumerate() {
-        let counts = counts.clone();
-        sinks.push(
-            netns::spawn_in(&tb.ns(Role::Rcv), "sink", move || {
-                let l = TcpListener::bind((Role::Rcv.addr(), port)).unwrap();
-                let (mut s, _) = l.accept().unwrap();
-                let mut buf = vec![0u8; 1 << 16];
-                while let Ok(k) = s.read(&mut buf) {
-                    if k == 0 {
-                        break;
-                    }
-                    counts[i].fetch_add(k as u64, Ordering::Relaxed);
-                }
-                Ok(())
-            })
-            .unwrap(),
-        );
-    }
+    let counts: Vec<Arc<AtomicU64>> = flows.iter().map(|_| Default::default()).collect();
+    let sinks: Vec<_> = flows
+        .iter()
+        .zip(&counts)
+        .map(|(&(port, _), n)| sink(tb, port, n.clone()))
+        .collect();
     std::thread::sleep(Duration::from_millis(200));
-    let mut senders = Vec::new();
-    for &(port, cc) in flows {
-        senders.push(
-            netns::spawn_in(&tb.ns(Role::Snd), "bulk", move || {
-                let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-                    .unwrap();
-                set_cc(s.as_raw_fd(), cc).unwrap();
-                let addr: std::net::SocketAddr =
-                    format!("{}:{port}", Role::Rcv.addr()).parse().unwrap();
-                s.connect(&addr.into()).unwrap();
-                let s: TcpStream = s.into();
-                s.set_write_timeout(Some(Duration::from_millis(50)))
-                    .unwrap();
-                let block = vec![0u8; 1 << 16];
-                let start = Instant::now();
-                while start.elapsed() < Duration::from_secs_f64(secs) {
-                    let _ = (&s).write(&block);
-                }
-                Ok(())
-            })
-            .unwrap(),
-        );
-    }
+    let senders: Vec<_> = flows
+        .iter()
+        .map(|&(port, cc)| bulk(tb, port, Some(cc), secs, |_, _| None::<()>))
+        .collect();
     let start = Instant::now();
     let mut samples: Samples = Vec::new();
     while start.elapsed() < Duration::from_secs_f64(secs - 0.5) {
@@ -161,7 +110,7 @@ fn run_flows(
         tick(t);
     }
     for s in senders {
-        s.join().unwrap().unwrap();
+        s.join().unwrap();
     }
     for s in sinks {
         let _ = s.join();
