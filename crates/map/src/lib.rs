@@ -8,6 +8,7 @@
 //!
 //! How replies are tied to probes (the engine's ICMP error queue) is in `docs/trace.md`.
 
+pub mod pathneck;
 pub mod run;
 pub mod tneck;
 pub mod trace;
@@ -15,6 +16,7 @@ pub mod trace;
 pub use run::{
     bottleneck, parallel_traceroute, trace, BottleneckConfig, BottleneckReport, PathHop,
 };
+pub use pathneck::{Pathneck, PathneckConfig, PathneckError, PathneckVerdict};
 pub use tneck::{Tneck, TneckConfig, TneckError, Verdict};
 pub use trace::{Answer, HopRow, Round, TraceConfig, TraceError, TraceReport, Tracer};
 
@@ -26,4 +28,6 @@ pub enum Error {
     Engine(#[from] mgrp_engine::Error),
     #[error("{0}")]
     Tneck(#[from] TneckError),
+    #[error("{0}")]
+    Pathneck(#[from] PathneckError),
 }
