@@ -14,7 +14,8 @@ pub mod tneck;
 pub mod trace;
 
 pub use run::{
-    bottleneck, parallel_traceroute, trace, BottleneckConfig, BottleneckReport, PathHop,
+    bottleneck, parallel_traceroute, pathneck, trace, BottleneckConfig, BottleneckReport, PathHop,
+    PathneckReport, TrackReport, TrackedVerdict,
 };
 pub use pathneck::{Pathneck, PathneckConfig, PathneckError, PathneckVerdict};
 pub use tneck::{Tneck, TneckConfig, TneckError, Verdict};

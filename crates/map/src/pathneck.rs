@@ -323,7 +323,7 @@ pub struct LinkRate {
 }
 
 /// The probing set's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PathneckVerdict {
     pub link: u8,
     /// Trains analysed (valid or not) when it was given.
