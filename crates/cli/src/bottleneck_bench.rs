@@ -8,8 +8,9 @@ use mgrp_lab::bottleneck_bench::{cases, BottleneckBenchConfig, Run};
 
 #[derive(Args)]
 pub struct BottleneckBench {
-    /// Locators: tneck (a TCP flow), bfind (a rising UDP ramp), pathneck (recursive packet
-    /// trains through the Probe API).
+    /// Locators: tneck (a TCP flow), bfind (a rising UDP ramp, the link whose delay grows with
+    /// it), pathneck (recursive packet trains through the Probe API); also bfind-max (the ramp
+    /// judged by Tneck's rule).
     #[arg(long, value_delimiter = ',', default_value = "tneck,bfind,pathneck")]
     methods: Vec<String>,
     /// Runs per case and locator.

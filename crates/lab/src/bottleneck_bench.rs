@@ -16,7 +16,8 @@ use crate::{ensure, Hooks, Result};
 use mgrp_engine::auth::Key;
 use mgrp_engine::daemon::{Agent, AgentConfig};
 use mgrp_engine::load::{LoadReport, LoadSample};
-use mgrp_map::run::{locate, Load};
+use mgrp_map::bfind::BFindConfig;
+use mgrp_map::run::{locate_with, Detector, Load};
 use mgrp_map::{BottleneckConfig, BottleneckReport, PathneckConfig};
 use mgrp_testbed::generator::{CrossTraffic, Endpoints, GenOptions};
 use mgrp_testbed::netns::spawn_in;
@@ -123,7 +124,7 @@ pub fn cases() -> Vec<Case> {
 }
 
 /// The locators.
-pub const METHODS: [&str; 3] = ["tneck", "bfind", "pathneck"];
+pub const METHODS: [&str; 4] = ["tneck", "bfind", "pathneck", "bfind-max"];
 
 #[derive(Debug, Clone)]
 pub struct BottleneckBenchConfig {
@@ -146,7 +147,7 @@ impl BottleneckBenchConfig {
         )?;
         ensure(
             self.methods.iter().all(|m| METHODS.contains(&m.as_str())),
-            "--methods are tneck, bfind and pathneck",
+            "--methods are tneck, bfind, pathneck and bfind-max",
         )?;
         ensure(
             !self.cc.is_empty() && self.cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
@@ -618,14 +619,21 @@ fn locate_once(
         ..Default::default()
     };
     let mut trace = connect()?;
-    if method == "bfind" {
+    if method.starts_with("bfind") {
         let max = cfg.max_load;
-        locate(
+        // "bfind": BFind's own rule (the link whose delay grows with the ramp); "bfind-max":
+        // Tneck's rule on the ramp's samples (this bench's first version).
+        let detector = match method {
+            "bfind" => Detector::BFind(BFindConfig::default()),
+            _ => Detector::Tneck,
+        };
+        locate_with(
             &mut trace,
             move || -> Result<Box<dyn Load>, mgrp_map::Error> {
                 Ok(Box::new(UdpRamp::start(ramp, max_bps, max)?))
             },
             &cfg,
+            detector,
             || false,
             |_| {},
         )

@@ -8,6 +8,7 @@
 //!
 //! How replies are tied to probes (the engine's ICMP error queue) is in `docs/trace.md`.
 
+pub mod bfind;
 pub mod pathneck;
 pub mod run;
 pub mod tneck;

@@ -1,5 +1,6 @@
 //! The I/O under [`crate::trace`]: send its trains over a session and fold the results.
 
+use crate::bfind::{BFind, BFindConfig};
 use crate::tneck::{Sample, Tneck, TneckConfig, Verdict};
 use crate::trace::{parallel_train, Round, TraceConfig, TraceReport, Tracer};
 use mgrp_train::{TrainResult, TrainSpec};
@@ -184,15 +185,40 @@ pub fn bottleneck(
     )
 }
 
+/// Which rule turns loaded samples into a verdict.
+#[derive(Debug, Clone)]
+pub enum Detector {
+    /// The link with the largest delay rise, confirmed over consecutive samples (Tneck).
+    Tneck,
+    /// The link whose delay grows with a rising load, step after step (BFind).
+    BFind(BFindConfig),
+}
+
 /// [`bottleneck`] with any [`Load`], started by `start_load` once the idle rounds are done.
 pub fn locate(
     trace: &mut Session,
     start_load: impl FnOnce() -> Result<Box<dyn Load>, Error>,
     cfg: &BottleneckConfig,
+    stop: impl FnMut() -> bool,
+    on_sample: impl FnMut(&Sample),
+) -> Result<BottleneckReport, Error> {
+    locate_with(trace, start_load, cfg, Detector::Tneck, stop, on_sample)
+}
+
+/// [`locate`] with the detector chosen.
+pub fn locate_with(
+    trace: &mut Session,
+    start_load: impl FnOnce() -> Result<Box<dyn Load>, Error>,
+    cfg: &BottleneckConfig,
+    detector: Detector,
     mut stop: impl FnMut() -> bool,
     mut on_sample: impl FnMut(&Sample),
 ) -> Result<BottleneckReport, Error> {
     let mut tn = Tneck::new(cfg.tneck)?;
+    let mut bf = match detector {
+        Detector::Tneck => None,
+        Detector::BFind(c) => Some(BFind::new(c, cfg.tneck)?),
+    };
     let mut probe_bytes = 0u64;
     let mut tracer = Tracer::new(TraceConfig {
         max_hops: cfg.max_hops,
@@ -210,6 +236,9 @@ pub fn locate(
     }
     for r in tracer.rounds() {
         tn.handle_base(r);
+        if let Some(b) = bf.as_mut() {
+            b.base_detector().handle_base(r);
+        }
     }
     let peer = trace.peer().to_string();
     let rep = tracer.report(&peer);
@@ -266,9 +295,15 @@ pub fn locate(
         if verdict_at.is_none() && !ramping {
             let r = trace.send_train(&spec)?;
             probe_bytes += spec.bytes();
-            let v = tn.handle_sample(&Round::of(&spec, &r))?;
-            let last = tn.samples().last().expect("a sample was just taken");
-            on_sample(last);
+            let round = Round::of(&spec, &r);
+            let (v, last) = match bf.as_mut() {
+                Some(b) => (
+                    b.handle_sample(&round, s.delivery_rate_bps as u64)?,
+                    b.samples().last(),
+                ),
+                None => (tn.handle_sample(&round)?, tn.samples().last()),
+            };
+            on_sample(last.expect("a sample was just taken"));
             if v.is_some() {
                 at_verdict = flow.sample().ok();
                 verdict_at = Some(Instant::now());
@@ -285,8 +320,10 @@ pub fn locate(
     report.flow_bytes = done.bytes_acked;
     report.flow_retrans = done.retrans;
     report.probe_bytes = probe_bytes;
-    report.samples = tn.samples().to_vec();
-    report.verdict = tn.verdict();
+    (report.samples, report.verdict) = match &bf {
+        Some(b) => (b.samples().to_vec(), b.verdict()),
+        None => (tn.samples().to_vec(), tn.verdict()),
+    };
     report.load_bps_at_verdict = at_verdict.map(|s| s.delivery_rate_bps);
     if let (Some(a), Some(b)) = (at_verdict, last) {
         if b.t_s > a.t_s + 0.1 {
@@ -305,8 +342,12 @@ pub fn locate(
             } else {
                 format!(
                     "no link was confirmed in {} samples ({} of them saw a rise of at least {:.1} ms)",
-                    tn.samples().len(),
-                    tn.votes().iter().sum::<u32>(),
+                    report.samples.len(),
+                    report
+                        .samples
+                        .iter()
+                        .filter(|s| s.rises_ns.iter().flatten().any(|r| *r >= cfg.tneck.min_rise_ns as i64))
+                        .count(),
                     cfg.tneck.min_rise_ns as f64 / 1e6
                 )
             })

@@ -201,6 +201,11 @@ impl Tneck {
         Ok(self.verdict)
     }
 
+    /// Per link of `round`, the rise over base of its far hop minus that of its near hop.
+    pub fn rises_of(&self, round: &Round) -> Vec<Option<i64>> {
+        self.rises(&round.delays())
+    }
+
     /// Per link, the rise over base of its far hop minus that of its near hop.
     fn rises(&self, delays: &[Option<i64>]) -> Vec<Option<i64>> {
         let n = delays.len().min(self.base.len());
