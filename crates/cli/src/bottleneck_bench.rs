@@ -78,6 +78,9 @@ pub fn table(runs: &[Run]) -> String {
             keys.push(k);
         }
     }
+    if keys.is_empty() {
+        out.clear();
+    }
     for (case, method) in keys {
         let rs: Vec<&Run> = runs
             .iter()
