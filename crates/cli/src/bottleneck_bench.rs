@@ -72,7 +72,10 @@ pub fn table(runs: &[Run]) -> String {
         "| case | locator | truth link | correct | correct within 4 samples | links named | samples (median) | seconds | load at verdict, Mbit/s | bound / measured narrow capacity | TTL-probe bytes, % of load (median, max) |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut keys: Vec<(String, String)> = Vec::new();
-    for r in runs.iter().filter(|r| r.timeline.is_empty() && r.reidentify_s.is_empty()) {
+    for r in runs
+        .iter()
+        .filter(|r| r.timeline.is_empty() && r.reidentify_s.is_empty())
+    {
         let k = (r.case.clone(), r.method.clone());
         if !keys.contains(&k) {
             keys.push(k);

@@ -149,7 +149,12 @@ fn run_pathneck(a: &BottleneckArgs, peer: std::net::SocketAddr) -> Result<()> {
         )?,
         None => {
             let key = Key::load(a.key_file.as_deref())?;
-            let mut s = Session::connect(peer, &key, Arc::new(Pacer::spawn()?), Duration::from_secs(3))?;
+            let mut s = Session::connect(
+                peer,
+                &key,
+                Arc::new(Pacer::spawn()?),
+                Duration::from_secs(3),
+            )?;
             mgrp_map::pathneck(
                 mgrp_engine::loss::via_session(&mut s),
                 &peer_s,

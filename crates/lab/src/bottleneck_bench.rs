@@ -150,7 +150,11 @@ impl BottleneckBenchConfig {
             "--methods are tneck, bfind, pathneck and bfind-max",
         )?;
         ensure(
-            !self.cc.is_empty() && self.cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            !self.cc.is_empty()
+                && self
+                    .cc
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_'),
             "--cc must be a congestion control's name",
         )
     }
@@ -549,9 +553,7 @@ fn moving_run(
         let (from, to) = (phase_at[i], phase_at.get(i + 1).copied());
         verdicts
             .iter()
-            .find(|(t, l)| {
-                *t >= from && to.is_none_or(|e| *t < e) && *l == case.truth_in_phase(i)
-            })
+            .find(|(t, l)| *t >= from && to.is_none_or(|e| *t < e) && *l == case.truth_in_phase(i))
             .map(|(t, _)| t.saturating_duration_since(from).as_secs_f64())
     };
     run.seconds_to_verdict = first_in(0);

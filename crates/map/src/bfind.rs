@@ -110,7 +110,10 @@ impl BFind {
         let links = rs.iter().map(Vec::len).max().unwrap_or(0);
         let med: Vec<Option<i64>> = (0..links)
             .map(|l| {
-                let mut v: Vec<i64> = rs.iter().filter_map(|r| r.get(l).copied().flatten()).collect();
+                let mut v: Vec<i64> = rs
+                    .iter()
+                    .filter_map(|r| r.get(l).copied().flatten())
+                    .collect();
                 v.sort_unstable();
                 (!v.is_empty()).then(|| v[v.len() / 2])
             })
@@ -215,7 +218,9 @@ mod tests {
             let q2 = (step as f64 - 1.0).max(0.0);
             for j in 0..5 {
                 let q3 = if j % 2 == 0 { 8.0 } else { 4.0 };
-                v = b.handle_sample(&round([0.0, q2, q3, 0.0]), 1000 * (step + 1)).unwrap();
+                v = b
+                    .handle_sample(&round([0.0, q2, q3, 0.0]), 1000 * (step + 1))
+                    .unwrap();
             }
             if v.is_some() {
                 break;

@@ -14,11 +14,11 @@ pub mod run;
 pub mod tneck;
 pub mod trace;
 
+pub use pathneck::{Pathneck, PathneckConfig, PathneckError, PathneckVerdict};
 pub use run::{
     bottleneck, parallel_traceroute, pathneck, trace, BottleneckConfig, BottleneckReport, PathHop,
     PathneckReport, TrackReport, TrackedVerdict,
 };
-pub use pathneck::{Pathneck, PathneckConfig, PathneckError, PathneckVerdict};
 pub use tneck::{Tneck, TneckConfig, TneckError, Verdict};
 pub use trace::{Answer, HopRow, Round, TraceConfig, TraceError, TraceReport, Tracer};
 

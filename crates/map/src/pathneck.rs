@@ -527,10 +527,7 @@ mod tests {
         assert_eq!(recursive_train(65, &c), Err(PathneckError::Hops(65)));
         for (bad, e) in [
             (
-                PathneckConfig {
-                    load_count: 0,
-                    ..c
-                },
+                PathneckConfig { load_count: 0, ..c },
                 PathneckError::LoadCount(0),
             ),
             (PathneckConfig { meas_size: 8, ..c }, PathneckError::Size(8)),
@@ -539,11 +536,7 @@ mod tests {
             assert_eq!(Pathneck::new(bad, H).unwrap_err(), e);
         }
         assert!(matches!(
-            PathneckConfig {
-                conf_min: 1.5,
-                ..c
-            }
-            .validate(),
+            PathneckConfig { conf_min: 1.5, ..c }.validate(),
             Err(PathneckError::Threshold { .. })
         ));
     }
@@ -552,7 +545,10 @@ mod tests {
     fn gaps_come_from_the_reply_pairs_and_the_agent() {
         let c = cfg();
         let spec = recursive_train(H, &c).unwrap();
-        let r = result(&spec, &[Some(1000), Some(1000), Some(4000), None, Some(4100)]);
+        let r = result(
+            &spec,
+            &[Some(1000), Some(1000), Some(4000), None, Some(4100)],
+        );
         let g = gaps(H, c.load_count, &r).unwrap();
         assert_eq!(
             g,
@@ -606,7 +602,13 @@ mod tests {
     #[test]
     fn a_step_across_a_silent_hop_is_not_attributed() {
         let c = cfg();
-        let g = [Some(1_000_000), Some(1_000_000), None, Some(3_000_000), Some(3_000_000)];
+        let g = [
+            Some(1_000_000),
+            Some(1_000_000),
+            None,
+            Some(3_000_000),
+            Some(3_000_000),
+        ];
         let a = analyze(&g, &c);
         assert!(a.valid && a.chokes.is_empty());
         assert_eq!(a.ambiguous, 1);

@@ -3,10 +3,10 @@
 use crate::bfind::{BFind, BFindConfig};
 use crate::tneck::{Sample, Tneck, TneckConfig, Verdict};
 use crate::trace::{parallel_train, Round, TraceConfig, TraceReport, Tracer};
-use mgrp_train::{TrainResult, TrainSpec};
 use crate::Error;
 use mgrp_engine::client::Session;
 use mgrp_engine::load::LoadSample;
+use mgrp_train::{TrainResult, TrainSpec};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
