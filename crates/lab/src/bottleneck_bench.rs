@@ -549,21 +549,31 @@ fn moving_run(
         .iter()
         .filter(|(t, l)| *l != case.truth_in_phase(phase_of(*t)))
         .count() as u32;
-    let first_in = |i: usize| {
-        let (from, to) = (phase_at[i], phase_at.get(i + 1).copied());
-        verdicts
-            .iter()
-            .find(|(t, l)| *t >= from && to.is_none_or(|e| *t < e) && *l == case.truth_in_phase(i))
-            .map(|(t, _)| t.saturating_duration_since(from).as_secs_f64())
-    };
-    run.seconds_to_verdict = first_in(0);
+    let in_phase: Vec<Option<f64>> = (0..phase_at.len())
+        .map(|i| first_in_phase(&verdicts, &phase_at, i, case.truth_in_phase(i)))
+        .collect();
+    run.seconds_to_verdict = in_phase[0];
     run.link = verdicts.first().map(|v| v.1);
-    run.reidentify_s = (1..phase_at.len()).map(first_in).collect();
+    run.reidentify_s = in_phase[1..].to_vec();
     run.samples = Some(rep.samples);
     run.probe_bytes = rep.probe_bytes;
     run.load_bytes = rep.flow_bytes;
     run.why_not = rep.why_not;
     Ok(())
+}
+
+/// Seconds from the start of phase `i` to its first verdict naming `truth`, within the phase.
+fn first_in_phase(
+    verdicts: &[(Instant, u8)],
+    phase_at: &[Instant],
+    i: usize,
+    truth: u8,
+) -> Option<f64> {
+    let (from, to) = (phase_at[i], phase_at.get(i + 1).copied());
+    verdicts
+        .iter()
+        .find(|(t, l)| *t >= from && to.is_none_or(|e| *t < e) && *l == truth)
+        .map(|(t, _)| t.saturating_duration_since(from).as_secs_f64())
 }
 
 fn track_once(

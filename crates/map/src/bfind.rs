@@ -122,12 +122,12 @@ impl BFind {
             self.growth.resize(links, 0);
         }
         if let Some(prev) = self.medians.last() {
-            for l in 0..links {
-                let grew = match (prev.get(l).copied().flatten(), med[l]) {
+            for (l, (g, cur)) in self.growth.iter_mut().zip(&med).enumerate() {
+                let grew = match (prev.get(l).copied().flatten(), *cur) {
                     (Some(p), Some(c)) => c - p >= self.cfg.min_growth_ns,
                     _ => false,
                 };
-                self.growth[l] = if grew { self.growth[l] + 1 } else { 0 };
+                *g = if grew { *g + 1 } else { 0 };
             }
         }
         let named = (0..links)

@@ -486,8 +486,8 @@ mod tests {
             &sends,
             Some((&arrivals, false)),
         );
-        for k in 1..h {
-            let Some(g) = gaps_us[k] else { continue };
+        for (k, g) in gaps_us.iter().enumerate().take(h).skip(1) {
+            let Some(g) = *g else { continue };
             let t_head = 2_000_000 + k as u64 * 100_000;
             for (idx, t) in [(k - 1, t_head), (n - k, t_head + g * 1000)] {
                 r.probes[idx].hop = Some(HopReply {
