@@ -1,5 +1,6 @@
 //! `mgrp bottleneck PEER`: which link of the path to a peer agent limits a TCP flow, and what
-//! that flow gets through it (Tneck; logic in `mgrp-map`).
+//! that flow gets through it (Tneck; logic in `mgrp-map`); `--pathneck` runs the pathneck-style
+//! baseline instead.
 
 use crate::say;
 use anyhow::{bail, Result};
@@ -8,7 +9,8 @@ use mgrp_engine::api::parse_peer;
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
-use mgrp_map::{BottleneckConfig, BottleneckReport, TneckConfig};
+use mgrp_map::pathneck::TrainAnalysis;
+use mgrp_map::{BottleneckConfig, BottleneckReport, PathneckConfig, PathneckReport, TneckConfig};
 use mgrp_testbed::units::fmt_rate;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,6 +44,17 @@ pub struct BottleneckArgs {
     /// Smallest per-link delay rise that counts.
     #[arg(long, default_value = "1ms", value_parser = crate::testbed_cmd::duration)]
     min_rise: Duration,
+    /// Locate with the pathneck-style prober instead: recursive packet trains, no TCP flow
+    /// (a baseline; see docs/bottleneck.md).
+    #[arg(long)]
+    pathneck: bool,
+    /// With --pathneck: send the trains through this agent's Probe API socket, as a third-party
+    /// prober does (default: an in-process session, which needs the key).
+    #[arg(long)]
+    api: Option<PathBuf>,
+    /// With --pathneck: trains in the probing set.
+    #[arg(long, default_value_t = 10)]
+    trains: u32,
     /// Key file (hex); otherwise MGRP_KEY.
     #[arg(long)]
     key_file: Option<PathBuf>,
@@ -70,11 +83,14 @@ pub fn run(a: BottleneckArgs) -> Result<()> {
         max_load: a.max_time,
         budget_bytes: a.budget,
         measure: a.measure,
-        cc: a.cc,
+        cc: a.cc.clone(),
         size: 64,
     };
     cfg.tneck.validate()?;
     let peer = parse_peer(&a.peer)?;
+    if a.pathneck {
+        return run_pathneck(&a, peer);
+    }
     let key = Key::load(a.key_file.as_deref())?;
     crate::signals::catch_signals();
     let pacer = Arc::new(Pacer::spawn()?);
@@ -96,6 +112,107 @@ pub fn run(a: BottleneckArgs) -> Result<()> {
         say!("{}", table(&rep).trim_end());
     }
     Ok(())
+}
+
+fn run_pathneck(a: &BottleneckArgs, peer: std::net::SocketAddr) -> Result<()> {
+    let cfg = PathneckConfig {
+        trains: a.trains,
+        ..Default::default()
+    };
+    cfg.validate()?;
+    crate::signals::catch_signals();
+    let json = a.json;
+    let progress = |t: &TrainAnalysis| {
+        if !json {
+            let links: Vec<String> = t.chokes.iter().map(|c| c.link.to_string()).collect();
+            eprintln!(
+                "train: {}",
+                match (t.valid, links.is_empty()) {
+                    (false, _) => "not valid (the sender's gap or every hop's is missing)".into(),
+                    (true, true) => "no choke point".into(),
+                    (true, false) => format!("choke points on link {}", links.join(", ")),
+                }
+            );
+        }
+    };
+    let peer_s = peer.to_string();
+    let every = Duration::from_millis(100);
+    let rep = match &a.api {
+        Some(socket) => mgrp_map::pathneck(
+            mgrp_engine::loss::via_api(socket, &peer_s),
+            &peer_s,
+            &cfg,
+            a.base_rounds,
+            every,
+            crate::signals::interrupted,
+            progress,
+        )?,
+        None => {
+            let key = Key::load(a.key_file.as_deref())?;
+            let mut s = Session::connect(
+                peer,
+                &key,
+                Arc::new(Pacer::spawn()?),
+                Duration::from_secs(3),
+            )?;
+            mgrp_map::pathneck(
+                mgrp_engine::loss::via_session(&mut s),
+                &peer_s,
+                &cfg,
+                a.base_rounds,
+                every,
+                crate::signals::interrupted,
+                progress,
+            )?
+        }
+    };
+    if json {
+        say!("{}", serde_json::to_string(&rep)?);
+    } else {
+        say!("{}", pathneck_table(&rep).trim_end());
+    }
+    Ok(())
+}
+
+fn pathneck_table(r: &PathneckReport) -> String {
+    let mut out = format!("path to {}:\n", r.peer);
+    for h in &r.path {
+        let rate = r.link_rates.iter().find(|l| l.link == h.ttl);
+        out += &format!(
+            "  {:>2}  {:<16} {}\n",
+            h.ttl,
+            h.addr.map_or("*".into(), |a| a.to_string()),
+            rate.map_or(String::new(), |l| format!(
+                "link {} chokes in {:.0}% of trains, conf {:.2}, gap after {:.2} ms",
+                l.link,
+                l.d_rate * 100.0,
+                l.conf,
+                l.gap_ns as f64 / 1e6
+            )),
+        );
+    }
+    match (&r.verdict, &r.why_not) {
+        (Some(v), _) => {
+            out += &format!(
+                "bottleneck (pathneck-style): link {} ({} -> {}), d_rate {:.2} over {} trains, conf {:.2}\n",
+                v.link,
+                r.link_from.map_or("this host".into(), |a| a.to_string()),
+                r.link_to.map_or("*".into(), |a| a.to_string()),
+                v.d_rate,
+                v.trains,
+                v.conf
+            )
+        }
+        (None, Some(why)) => out += &format!("no bottleneck found: {why}\n"),
+        (None, None) => out += "no bottleneck found\n",
+    }
+    out += &format!(
+        "cost: {} B of TTL-limited probes, {} B of train load ({:.2}%)\n",
+        r.probe_bytes,
+        r.load_bytes,
+        100.0 * r.probe_bytes as f64 / r.load_bytes.max(1) as f64
+    );
+    out
 }
 
 fn table(r: &BottleneckReport) -> String {

@@ -8,12 +8,16 @@
 //!
 //! How replies are tied to probes (the engine's ICMP error queue) is in `docs/trace.md`.
 
+pub mod bfind;
+pub mod pathneck;
 pub mod run;
 pub mod tneck;
 pub mod trace;
 
+pub use pathneck::{Pathneck, PathneckConfig, PathneckError, PathneckVerdict};
 pub use run::{
-    bottleneck, parallel_traceroute, trace, BottleneckConfig, BottleneckReport, PathHop,
+    bottleneck, parallel_traceroute, pathneck, trace, BottleneckConfig, BottleneckReport, PathHop,
+    PathneckReport, TrackReport, TrackedVerdict,
 };
 pub use tneck::{Tneck, TneckConfig, TneckError, Verdict};
 pub use trace::{Answer, HopRow, Round, TraceConfig, TraceError, TraceReport, Tracer};
@@ -26,4 +30,6 @@ pub enum Error {
     Engine(#[from] mgrp_engine::Error),
     #[error("{0}")]
     Tneck(#[from] TneckError),
+    #[error("{0}")]
+    Pathneck(#[from] PathneckError),
 }

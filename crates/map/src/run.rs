@@ -1,10 +1,12 @@
 //! The I/O under [`crate::trace`]: send its trains over a session and fold the results.
 
+use crate::bfind::{BFind, BFindConfig};
 use crate::tneck::{Sample, Tneck, TneckConfig, Verdict};
 use crate::trace::{parallel_train, Round, TraceConfig, TraceReport, Tracer};
 use crate::Error;
 use mgrp_engine::client::Session;
 use mgrp_engine::load::LoadSample;
+use mgrp_train::{TrainResult, TrainSpec};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -183,15 +185,40 @@ pub fn bottleneck(
     )
 }
 
+/// Which rule turns loaded samples into a verdict.
+#[derive(Debug, Clone)]
+pub enum Detector {
+    /// The link with the largest delay rise, confirmed over consecutive samples (Tneck).
+    Tneck,
+    /// The link whose delay grows with a rising load, step after step (BFind).
+    BFind(BFindConfig),
+}
+
 /// [`bottleneck`] with any [`Load`], started by `start_load` once the idle rounds are done.
 pub fn locate(
     trace: &mut Session,
     start_load: impl FnOnce() -> Result<Box<dyn Load>, Error>,
     cfg: &BottleneckConfig,
+    stop: impl FnMut() -> bool,
+    on_sample: impl FnMut(&Sample),
+) -> Result<BottleneckReport, Error> {
+    locate_with(trace, start_load, cfg, Detector::Tneck, stop, on_sample)
+}
+
+/// [`locate`] with the detector chosen.
+pub fn locate_with(
+    trace: &mut Session,
+    start_load: impl FnOnce() -> Result<Box<dyn Load>, Error>,
+    cfg: &BottleneckConfig,
+    detector: Detector,
     mut stop: impl FnMut() -> bool,
     mut on_sample: impl FnMut(&Sample),
 ) -> Result<BottleneckReport, Error> {
     let mut tn = Tneck::new(cfg.tneck)?;
+    let mut bf = match detector {
+        Detector::Tneck => None,
+        Detector::BFind(c) => Some(BFind::new(c, cfg.tneck)?),
+    };
     let mut probe_bytes = 0u64;
     let mut tracer = Tracer::new(TraceConfig {
         max_hops: cfg.max_hops,
@@ -209,6 +236,9 @@ pub fn locate(
     }
     for r in tracer.rounds() {
         tn.handle_base(r);
+        if let Some(b) = bf.as_mut() {
+            b.base_detector().handle_base(r);
+        }
     }
     let peer = trace.peer().to_string();
     let rep = tracer.report(&peer);
@@ -265,9 +295,15 @@ pub fn locate(
         if verdict_at.is_none() && !ramping {
             let r = trace.send_train(&spec)?;
             probe_bytes += spec.bytes();
-            let v = tn.handle_sample(&Round::of(&spec, &r))?;
-            let last = tn.samples().last().expect("a sample was just taken");
-            on_sample(last);
+            let round = Round::of(&spec, &r);
+            let (v, last) = match bf.as_mut() {
+                Some(b) => (
+                    b.handle_sample(&round, s.delivery_rate_bps as u64)?,
+                    b.samples().last(),
+                ),
+                None => (tn.handle_sample(&round)?, tn.samples().last()),
+            };
+            on_sample(last.expect("a sample was just taken"));
             if v.is_some() {
                 at_verdict = flow.sample().ok();
                 verdict_at = Some(Instant::now());
@@ -284,8 +320,10 @@ pub fn locate(
     report.flow_bytes = done.bytes_acked;
     report.flow_retrans = done.retrans;
     report.probe_bytes = probe_bytes;
-    report.samples = tn.samples().to_vec();
-    report.verdict = tn.verdict();
+    (report.samples, report.verdict) = match &bf {
+        Some(b) => (b.samples().to_vec(), b.verdict()),
+        None => (tn.samples().to_vec(), tn.verdict()),
+    };
     report.load_bps_at_verdict = at_verdict.map(|s| s.delivery_rate_bps);
     if let (Some(a), Some(b)) = (at_verdict, last) {
         if b.t_s > a.t_s + 0.1 {
@@ -304,12 +342,253 @@ pub fn locate(
             } else {
                 format!(
                     "no link was confirmed in {} samples ({} of them saw a rise of at least {:.1} ms)",
-                    tn.samples().len(),
-                    tn.votes().iter().sum::<u32>(),
+                    report.samples.len(),
+                    report
+                        .samples
+                        .iter()
+                        .filter(|s| s.rises_ns.iter().flatten().any(|r| *r >= cfg.tneck.min_rise_ns as i64))
+                        .count(),
                     cfg.tneck.min_rise_ns as f64 / 1e6
                 )
             })
         }
+    }
+    Ok(report)
+}
+
+/// What the pathneck-style locator reports.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PathneckReport {
+    pub peer: String,
+    pub path: Vec<PathHop>,
+    pub verdict: Option<crate::PathneckVerdict>,
+    /// The verdict the first 4 trains alone would have given (Tneck's confirmation count).
+    pub verdict_at_4: Option<crate::PathneckVerdict>,
+    pub link_from: Option<IpAddr>,
+    pub link_to: Option<IpAddr>,
+    pub trains: Vec<crate::pathneck::TrainAnalysis>,
+    pub link_rates: Vec<crate::pathneck::LinkRate>,
+    /// Bytes of the TTL-limited probes (idle traceroutes and the trains' head and tail) and of
+    /// the trains' load.
+    pub probe_bytes: u64,
+    pub load_bytes: u64,
+    /// Seconds from the first train to the verdict.
+    pub seconds_to_verdict: Option<f64>,
+    pub why_not: Option<String>,
+}
+
+/// The pathneck-style locator to `peer`, sending every train with `send` (the Probe API,
+/// [`mgrp_engine::loss::via_api`], or a session): `idle_rounds` parallel traceroutes find the
+/// path's length, then `cfg.trains` recursive packet trains go out `every` apart.
+pub fn pathneck(
+    mut send: impl FnMut(&TrainSpec) -> Result<TrainResult, mgrp_engine::Error>,
+    peer: &str,
+    cfg: &crate::PathneckConfig,
+    idle_rounds: u32,
+    every: Duration,
+    mut stop: impl FnMut() -> bool,
+    mut on_train: impl FnMut(&crate::pathneck::TrainAnalysis),
+) -> Result<PathneckReport, Error> {
+    cfg.validate()?;
+    let mut tracer = Tracer::new(TraceConfig {
+        max_hops: 30,
+        runs: idle_rounds,
+        size: cfg.meas_size,
+        gap_ns: 20_000,
+    })?;
+    let mut probe_bytes = 0u64;
+    while let Some(spec) = tracer.poll_train() {
+        if stop() {
+            break;
+        }
+        let r = send(&spec)?;
+        tracer.handle_train(&spec, &r);
+        probe_bytes += spec.bytes();
+    }
+    let rep = tracer.report(peer);
+    let path: Vec<PathHop> = rep
+        .hops
+        .iter()
+        .map(|h| PathHop {
+            ttl: h.ttl,
+            addr: h.addrs.first().copied(),
+            base_ns: h.min_ns,
+        })
+        .collect();
+    let mut report = PathneckReport {
+        peer: peer.to_string(),
+        path,
+        verdict: None,
+        verdict_at_4: None,
+        link_from: None,
+        link_to: None,
+        trains: Vec::new(),
+        link_rates: Vec::new(),
+        probe_bytes,
+        load_bytes: 0,
+        seconds_to_verdict: None,
+        why_not: None,
+    };
+    let end = match tracer.rounds().iter().filter_map(Round::end).min() {
+        Some(e) if rep.reached => e,
+        _ => {
+            report.why_not = Some("the idle traceroutes did not reach the agent".into());
+            return Ok(report);
+        }
+    };
+    let mut pn = crate::Pathneck::new(*cfg, end)?;
+    let (meas, load) = crate::pathneck::train_bytes(end, cfg);
+    let started = Instant::now();
+    let mut next = started;
+    while let Some(spec) = pn.poll_train() {
+        if stop() {
+            break;
+        }
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        }
+        next = Instant::now() + every;
+        let r = send(&spec)?;
+        probe_bytes += meas;
+        report.load_bytes += load;
+        on_train(pn.handle_train(&r)?);
+    }
+    report.probe_bytes = probe_bytes;
+    report.verdict = pn.verdict();
+    report.verdict_at_4 = pn.verdict_after(4);
+    report.link_rates = pn.link_rates(pn.trains().len());
+    report.trains = pn.trains().to_vec();
+    match report.verdict {
+        Some(v) => {
+            report.seconds_to_verdict = Some(started.elapsed().as_secs_f64());
+            let hop = |ttl: u8| report.path.get(ttl as usize - 1).and_then(|h| h.addr);
+            report.link_from = if v.link > 1 { hop(v.link - 1) } else { None };
+            report.link_to = hop(v.link);
+        }
+        None => {
+            report.why_not = Some(format!(
+                "no link choked (conf ≥ {}) in at least {:.0}% of {} valid trains of {}",
+                cfg.conf_min,
+                cfg.d_rate_min * 100.0,
+                pn.trains().iter().filter(|t| t.valid).count(),
+                pn.trains().len()
+            ))
+        }
+    }
+    Ok(report)
+}
+
+/// One verdict of a tracking run.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct TrackedVerdict {
+    /// Seconds since the flow started.
+    pub t_s: f64,
+    pub verdict: Verdict,
+}
+
+/// What [`track`] saw.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrackReport {
+    pub peer: String,
+    pub path: Vec<PathHop>,
+    /// Every verdict, in order (the detector is rearmed after each).
+    pub verdicts: Vec<TrackedVerdict>,
+    pub samples: u32,
+    pub probe_bytes: u64,
+    pub flow_bytes: u64,
+    pub why_not: Option<String>,
+}
+
+/// Tneck kept running: like [`bottleneck`], but the TCP flow lasts `cfg.max_load` and after
+/// each verdict the detector is rearmed ([`Tneck::rearm`]), so a bottleneck that moves is
+/// confirmed again where it went. `on_flow_start` is called when the flow starts (after the
+/// idle traceroutes); `on_verdict` sees each verdict as it comes.
+pub fn track(
+    trace: &mut Session,
+    load: Session,
+    cfg: &BottleneckConfig,
+    mut stop: impl FnMut() -> bool,
+    on_flow_start: impl FnOnce(),
+    mut on_verdict: impl FnMut(&TrackedVerdict),
+) -> Result<TrackReport, Error> {
+    let mut tn = Tneck::new(cfg.tneck)?;
+    let mut tracer = Tracer::new(TraceConfig {
+        max_hops: cfg.max_hops,
+        runs: cfg.tneck.base_rounds,
+        size: cfg.size,
+        gap_ns: 20_000,
+    })?;
+    let mut probe_bytes = 0u64;
+    while let Some(spec) = tracer.poll_train() {
+        let r = trace.send_train(&spec)?;
+        tracer.handle_train(&spec, &r);
+        probe_bytes += spec.bytes();
+    }
+    for r in tracer.rounds() {
+        tn.handle_base(r);
+    }
+    let peer = trace.peer().to_string();
+    let rep = tracer.report(&peer);
+    let mut report = TrackReport {
+        peer,
+        path: rep
+            .hops
+            .iter()
+            .map(|h| PathHop {
+                ttl: h.ttl,
+                addr: h.addrs.first().copied(),
+                base_ns: tn.base().get(h.ttl as usize - 1).copied().flatten(),
+            })
+            .collect(),
+        verdicts: Vec::new(),
+        samples: 0,
+        probe_bytes,
+        flow_bytes: 0,
+        why_not: None,
+    };
+    let end = match tracer.rounds().iter().filter_map(Round::end).min() {
+        Some(e) if rep.reached && tn.base_ready() => e,
+        _ => {
+            report.why_not = Some("the idle traceroutes did not reach the agent".into());
+            return Ok(report);
+        }
+    };
+    let mut spec = crate::trace::parallel_train(end, cfg.size, 20_000)?;
+    spec.reach_ttl = Some(end);
+    let flow = load.into_load(cfg.max_load, cfg.budget_bytes, cfg.cc.as_deref())?;
+    let started = Instant::now();
+    on_flow_start();
+    while !stop() && !flow.finished() {
+        let round_start = Instant::now();
+        let s = flow.sample()?;
+        if !(s.slow_start && started.elapsed() < SLOW_START_WAIT) {
+            let r = trace.send_train(&spec)?;
+            probe_bytes += spec.bytes();
+            if let Some(v) = tn.handle_sample(&Round::of(&spec, &r))? {
+                let tv = TrackedVerdict {
+                    t_s: started.elapsed().as_secs_f64(),
+                    verdict: v,
+                };
+                on_verdict(&tv);
+                report.verdicts.push(tv);
+                tn.rearm();
+            }
+        }
+        let rtt = Duration::from_micros(s.srtt_us.max(1_000) as u64);
+        let wait = rtt.saturating_sub(round_start.elapsed());
+        std::thread::sleep(wait.min(Duration::from_millis(200)));
+    }
+    let done = flow.stop();
+    report.samples = tn.samples().len() as u32;
+    report.flow_bytes = done.bytes_acked;
+    report.probe_bytes = probe_bytes;
+    if report.verdicts.is_empty() {
+        report.why_not = Some(if done.failed {
+            "the TCP flow to the agent failed".into()
+        } else {
+            format!("no link was confirmed in {} samples", report.samples)
+        });
     }
     Ok(report)
 }

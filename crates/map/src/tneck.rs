@@ -105,6 +105,8 @@ pub struct Tneck {
     pointing: u32,
     streak: Option<(u8, Vec<i64>)>,
     verdict: Option<Verdict>,
+    /// Samples taken before the last [`Tneck::rearm`].
+    epoch_start: usize,
 }
 
 impl Tneck {
@@ -119,6 +121,7 @@ impl Tneck {
             pointing: 0,
             streak: None,
             verdict: None,
+            epoch_start: 0,
         })
     }
 
@@ -189,13 +192,18 @@ impl Tneck {
                 sorted.sort_unstable();
                 self.verdict = Some(Verdict {
                     link: *link,
-                    samples: self.samples.len() as u32,
+                    samples: (self.samples.len() - self.epoch_start) as u32,
                     confidence: self.votes[*link as usize - 1] as f64 / self.pointing as f64,
                     rise_ns: sorted[sorted.len() / 2],
                 });
             }
         }
         Ok(self.verdict)
+    }
+
+    /// Per link of `round`, the rise over base of its far hop minus that of its near hop.
+    pub fn rises_of(&self, round: &Round) -> Vec<Option<i64>> {
+        self.rises(&round.delays())
     }
 
     /// Per link, the rise over base of its far hop minus that of its near hop.
@@ -208,6 +216,17 @@ impl Tneck {
                 Some(inc[k]? - near?)
             })
             .collect()
+    }
+
+    /// Forget the verdict, the streak and the votes (the base stays) so that later samples
+    /// confirm a link afresh: how a long-running flow follows a bottleneck that moves. The
+    /// next verdict's `samples` and `confidence` count from here.
+    pub fn rearm(&mut self) {
+        self.verdict = None;
+        self.streak = None;
+        self.votes.clear();
+        self.pointing = 0;
+        self.epoch_start = self.samples.len();
     }
 
     pub fn samples(&self) -> &[Sample] {
@@ -292,6 +311,25 @@ mod tests {
             assert_eq!(v.confidence, 1.0);
             assert_eq!(v.rise_ns, 5_000_000);
         }
+    }
+
+    #[test]
+    fn rearmed_it_follows_a_bottleneck_that_moves() {
+        let mut t = based();
+        for _ in 0..4 {
+            t.handle_sample(&loaded(2, 4.0)).unwrap();
+        }
+        assert_eq!(t.verdict().unwrap().link, 2);
+        t.rearm();
+        assert_eq!(t.verdict(), None);
+        // The narrow link moved to 3: the next four samples confirm it, counted from the rearm.
+        for k in 0..4 {
+            let v = t.handle_sample(&loaded(3, 4.0)).unwrap();
+            assert_eq!(v.is_some(), k == 3);
+        }
+        let v = t.verdict().unwrap();
+        assert_eq!((v.link, v.samples, v.confidence), (3, 4, 1.0));
+        assert!(t.base_ready(), "the base survives a rearm");
     }
 
     #[test]
