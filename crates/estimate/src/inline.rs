@@ -19,7 +19,8 @@
 //! - all streams of a measurement are sent within one RTT, before their verdicts return
 //!   ([`Sweep::measurement_plan`]); verdicts of streams sent after an early stop are dropped;
 //! - the first range comes from one stream of N segments released back to back (Cprobe): its ACK
-//!   dispersion rate r gives (r/2, r);
+//!   dispersion rate r gives (r/2, r), and r stands in for the capacity in the sweep (its upper
+//!   clamp and its rise floor of one packet's service time);
 //! - an ACK is the echo of the highest segment it newly covers; segments it covers below that one
 //!   have no echo of their own (delayed ACKs: every other segment), and the points of the sweep
 //!   are formed between echoed segments with the bits sent in between;
@@ -29,7 +30,13 @@
 //! - A in the timer is the last estimate, before one the initial stream's rate, before that the
 //!   flow's own cwnd·M/srtt; the timer is at least [`InlineParams::min_hold_ns`] and at most
 //!   srtt + 4·rttvar (N segments come within a round trip when cwnd ≥ N);
-//! - a stream lasts at most max(srtt, 10 ms): longer planned streams have all gaps shrunk alike;
+//! - a stream lasts at most max(srtt/2, 5 ms): longer planned streams have all gaps shrunk alike
+//!   (a wrong, low range must not hold the flow's segments towards an RTO);
+//! - an echo whose ACK came more than 4× the stream's median ACK gap after the previous one is
+//!   dropped: the receiver's delayed-ACK timer (or the next write of an app-limited flow), not the
+//!   path, spaced it;
+//! - three results in a row at the top of the range (≥ 95% of r) redo the initial stream: the
+//!   path's capacity may be above the r first read;
 //! - leftovers are released at once, not re-paced (the kernel would have sent them as a burst on
 //!   the ACKs that released them anyway).
 //!
@@ -119,6 +126,8 @@ pub struct InlineCounters {
     pub retransmissions: u64,
     pub dup_acks: u64,
     pub measurements: u64,
+    /// Initial streams redone because results sat at the top of the range.
+    pub restarts: u64,
 }
 
 /// Something the driver may log or publish.
@@ -137,7 +146,7 @@ pub enum InlineEvent {
 }
 
 /// A stream may always last this long, however short the srtt.
-const MIN_STREAM_CAP_NS: u64 = 10_000_000;
+const MIN_STREAM_CAP_NS: u64 = 5_000_000;
 
 /// Events kept for the driver at most (the oldest are dropped).
 const MAX_EVENTS: usize = 1024;
@@ -199,6 +208,7 @@ pub struct InlineMachine {
     events: VecDeque<InlineEvent>,
     last_estimate: Option<(u64, Estimate)>,
     first_ns: Option<u64>,
+    at_top: u32,
 }
 
 /// a ≤ b in sequence space.
@@ -229,6 +239,7 @@ impl InlineMachine {
             events: VecDeque::new(),
             last_estimate: None,
             first_ns: None,
+            at_top: 0,
         }
     }
 
@@ -483,7 +494,7 @@ impl InlineMachine {
         self.next_uid += 1;
         let metas: Vec<(u64, u32, f64)> = self.undecided_meta.drain(..self.p.n).collect();
         self.undecided -= self.p.n;
-        // Gaps: each segment's bits / the planned rate; a stream lasts at most max(srtt, 10 ms)
+        // Gaps: each segment's bits / the planned rate; a stream lasts at most max(srtt/2, 5 ms)
         // (all gaps shrunk alike), so that a range near 0 cannot hold segments towards an RTO.
         let gaps: Vec<f64> = metas
             .iter()
@@ -493,7 +504,10 @@ impl InlineMachine {
                 _ => m.2 / rates.get(j - 1).copied().unwrap_or(f64::INFINITY) * 1e9,
             })
             .collect();
-        let cap = self.flow.map_or(0, |f| f.srtt_ns).max(MIN_STREAM_CAP_NS) as f64;
+        let cap = self
+            .flow
+            .map_or(0, |f| f.srtt_ns / 2)
+            .max(MIN_STREAM_CAP_NS) as f64;
         let total: f64 = gaps.iter().sum();
         let shrink = if total > cap { cap / total } else { 1.0 };
         let mut t = now as f64;
@@ -630,6 +644,7 @@ impl InlineMachine {
                 acc = 0.0;
             }
         }
+        drop_late_echoes(&mut pkts);
         let usable = complete && !p.spoilt && pkts.len() >= 2;
         if complete && p.spoilt {
             self.counters.streams_lost += 1;
@@ -643,9 +658,12 @@ impl InlineMachine {
                     if span > 0 {
                         let r = (bits * 1e9 / span as f64).min(self.p.sweep.access_bps);
                         self.initial_rate = Some(r);
+                        // The back-to-back stream's rate stands in for the path's capacity
+                        // (the sweep's rise floor is one packet's service time at it).
                         let sp = SweepParams {
                             n: self.p.n,
                             measurements: None,
+                            access_bps: r,
                             ..self.p.sweep
                         };
                         self.sweep = Some(Sweep::new(sp).with_range(r * sp.initial_low, r));
@@ -675,8 +693,10 @@ impl InlineMachine {
                     }
                 }
                 let outcome = sweep.handle_stream(&pkts);
-                if outcome.and_then(|o| o.result).is_some() {
+                if let Some(v) = outcome.and_then(|o| o.result) {
                     self.counters.measurements += 1;
+                    let top = self.initial_rate.unwrap_or(f64::INFINITY);
+                    self.at_top = if v >= 0.95 * top { self.at_top + 1 } else { 0 };
                     if let Some(mut e) = Estimator::estimate(&*sweep) {
                         e.quality = Quality {
                             method: "imtcp",
@@ -693,9 +713,32 @@ impl InlineMachine {
                         });
                         self.last_estimate = Some((now, e));
                     }
+                    if self.at_top >= 3 {
+                        // Start over from a new back-to-back stream.
+                        self.sweep = None;
+                        self.at_top = 0;
+                        self.counters.restarts += 1;
+                    }
                 }
             }
         }
+    }
+}
+
+/// Drop echoes spaced by the receiver's delayed-ACK timer (or an app's next write) rather than
+/// the path: an ACK gap more than 4× the stream's median ACK gap.
+fn drop_late_echoes(pkts: &mut Vec<StreamPacket>) {
+    let gaps: Vec<f64> = pkts
+        .windows(2)
+        .filter_map(|w| Some(w[1].rx_ns? as f64 - w[0].rx_ns? as f64))
+        .collect();
+    if gaps.len() < 2 {
+        return;
+    }
+    let med = crate::stats::median(&gaps);
+    // Keep everything up to the first late echo; what follows it is timed by it.
+    if let Some(i) = gaps.iter().position(|g| *g > 4.0 * med.max(1.0)) {
+        pkts.truncate(i + 1);
     }
 }
 
