@@ -235,6 +235,9 @@ fn inline_estimates_track_the_truth_under_cbr() {
             .collect::<Vec<_>>()
     );
     assert!(settled.len() >= 10, "{:?}", f.counters);
+    // The bound. Four runs of this test on the shared 2-core host read 5.9, 12.6, 5.8
+    // and 5.8% (error against the truth of the second before each estimate): the margin to 15%
+    // is thin in a bad run, and the test is noted as a flaky risk in docs/inline.md.
     assert!(med < 0.15, "median error {med}");
 }
 
