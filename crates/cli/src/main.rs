@@ -8,6 +8,7 @@ mod bottleneck_cmd;
 mod capacity_bench;
 mod control_cmd;
 mod estimate_cmd;
+mod inline_bench;
 mod inline_cmd;
 mod loss_bench;
 mod methods;
