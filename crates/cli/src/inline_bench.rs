@@ -43,7 +43,7 @@ fn table(r: &InlineBenchReport) -> String {
     let mut out = vec![
         format!(
             "Inline (ImTCP) on a kernel CUBIC flow: C = {} Mbit/s, RTT {} ms (delay line on the reverse path), \
-             buffer {} packets, UDP cross traffic of 40/576/1500 B ({:.0}/{:.0}/{:.0}% of its bytes); \
+             buffer {} packets, UDP cross traffic of 44/576/1500 B ({:.0}/{:.0}/{:.0}% of its bytes); \
              A steps {:?} Mbit/s, {} s each, judged from {} s after each step. {}",
             c.capacity_mbit,
             c.rtt_ms,
@@ -73,8 +73,10 @@ fn table(r: &InlineBenchReport) -> String {
             x.estimates_per_2rtt,
             pct(x.median_err),
             pct(x.p90_err),
-            x.delivery_rate_mbit.map_or("-".into(), |v| format!("{v:.1}")),
-            x.inline_median_mbit.map_or("-".into(), |v| format!("{v:.1}")),
+            x.delivery_rate_mbit
+                .map_or("-".into(), |v| format!("{v:.1}")),
+            x.inline_median_mbit
+                .map_or("-".into(), |v| format!("{v:.1}")),
         ));
     }
     out.push(String::new());

@@ -6,6 +6,7 @@ pub mod accuracy;
 pub mod bottleneck_bench;
 pub mod capacity_bench;
 pub mod dashboard_run;
+pub mod inline_bench;
 pub mod live_estimate;
 pub mod loss_bench;
 pub mod loss_truth;
@@ -19,7 +20,6 @@ pub mod rig;
 pub mod testbed_bench;
 pub mod testbed_run;
 pub mod topo_run;
-pub mod inline_bench;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -394,3 +394,28 @@ fn segments_are_never_reordered_duplicated_or_lost() {
         "{held} held, {streams} streams"
     );
 }
+
+#[test]
+fn echoes_timed_by_a_delayed_ack_are_dropped() {
+    let p = |sent: u64, rx: u64| StreamPacket {
+        bits: 12_000.0,
+        sent_ns: Some(sent),
+        rx_ns: Some(rx),
+    };
+    // ACK gaps of ~250 µs, then one 40 ms late (the receiver's delayed-ACK timer).
+    let mut pkts = vec![
+        p(0, 1_000_000),
+        p(240_000, 1_250_000),
+        p(480_000, 1_500_000),
+        p(720_000, 1_760_000),
+        p(960_000, 41_760_000),
+    ];
+    drop_late_echoes(&mut pkts);
+    assert_eq!(pkts.len(), 4);
+    // A steady rise (a queue building) is kept whole.
+    let mut rising: Vec<StreamPacket> = (0..5)
+        .map(|j| p(j * 200_000, 1_000_000 + j * 300_000))
+        .collect();
+    drop_late_echoes(&mut rising);
+    assert_eq!(rising.len(), 5);
+}
