@@ -37,6 +37,8 @@
 //!   path, spaced it;
 //! - three results in a row at the top of the range (≥ 95% of r) redo the initial stream: the
 //!   path's capacity may be above the r first read;
+//! - no measurement starts within one srtt of a retransmission or duplicate ACK (loss recovery);
+//! - at most max(256, 2·cwnd) segments held (up to 4096);
 //! - leftovers are released at once, not re-paced (the kernel would have sent them as a burst on
 //!   the ACKs that released them anyway).
 //!
@@ -56,7 +58,8 @@ pub struct InlineParams {
     pub sweep: SweepParams,
     /// The hold timer is never shorter than this (reading the TUN and waking up take time).
     pub min_hold_ns: u64,
-    /// At most this many segments held; at the bound everything held is released.
+    /// At most this many segments held (or 2·cwnd, up to 16 times this); at the bound everything
+    /// held is released.
     pub max_held: usize,
 }
 
@@ -209,6 +212,8 @@ pub struct InlineMachine {
     last_estimate: Option<(u64, Estimate)>,
     first_ns: Option<u64>,
     at_top: u32,
+    /// The last retransmission or duplicate ACK seen.
+    last_loss_ns: Option<u64>,
 }
 
 /// a ≤ b in sequence space.
@@ -240,6 +245,7 @@ impl InlineMachine {
             last_estimate: None,
             first_ns: None,
             at_top: 0,
+            last_loss_ns: None,
         }
     }
 
@@ -311,6 +317,7 @@ impl InlineMachine {
                 Some(h) if seq_le(seq_end, h) => {
                     // A retransmission: every stream still waiting for ACKs is spoilt.
                     self.counters.retransmissions += 1;
+                    self.last_loss_ns = Some(now);
                     for p in self.pending.iter_mut() {
                         p.spoilt = true;
                     }
@@ -342,7 +349,13 @@ impl InlineMachine {
         });
         self.undecided += 1;
         self.undecided_meta.push_back((id, seq_end, seg.bits));
-        if self.undecided >= self.p.max_held {
+        // The bound grows with the window (a stream forms while a window's worth arrives), up
+        // to 16 times the configured one.
+        let bound = self
+            .flow
+            .map_or(0, |f| 2 * f.cwnd as usize)
+            .clamp(self.p.max_held, 16 * self.p.max_held);
+        if self.undecided >= bound {
             self.counters.overflow += self.undecided as u64;
             self.flush(now);
             return;
@@ -363,6 +376,7 @@ impl InlineMachine {
         if self.last_ack == Some(ack) {
             if outstanding {
                 self.counters.dup_acks += 1;
+                self.last_loss_ns = Some(now);
                 for p in self.pending.iter_mut() {
                     p.spoilt = true;
                 }
@@ -593,6 +607,10 @@ impl InlineMachine {
         }
         let srtt = self.flow.map_or(0, |f| f.srtt_ns);
         if self.last_measurement_start.is_some_and(|t| now < t + srtt) {
+            return;
+        }
+        // Not while the flow recovers from loss: one srtt after the last sign of it.
+        if self.last_loss_ns.is_some_and(|t| now < t + srtt) {
             return;
         }
         let plan = match self.sweep.as_ref() {
