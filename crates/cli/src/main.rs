@@ -8,6 +8,8 @@ mod bottleneck_cmd;
 mod capacity_bench;
 mod control_cmd;
 mod estimate_cmd;
+mod inline_bench;
+mod inline_cmd;
 mod loss_bench;
 mod methods;
 mod modes_bench;
@@ -66,6 +68,8 @@ enum Command {
     /// Benchmarks that print figures (JSON and a table).
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
+    /// Inline measurement (ImTCP): this host's own TCP flows measure their path; no probes.
+    Inline(inline_cmd::InlineArgs),
 }
 
 fn main() -> ExitCode {
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Command::Passive(a) => passive_cmd::run(a),
         Command::Trace(a) => trace_cmd::run(a),
         Command::Bottleneck(a) => bottleneck_cmd::run(a),
+        Command::Inline(a) => inline_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -369,3 +369,41 @@ fn loss_line_as_its_own_process() {
     );
     assert!(namespaces_of(&name).is_empty());
 }
+
+#[test]
+fn inline_bad_input_is_a_clear_error() {
+    for (args, why) in [
+        (
+            &[
+                "inline",
+                "--flow",
+                "127.0.0.1:1-127.0.0.1:2",
+                "--duration",
+                "1s",
+            ][..],
+            "no TCP connection 127.0.0.1:1 -> 127.0.0.1:2",
+        ),
+        (&["inline", "--flow", "somewhere"][..], "--flow: expected"),
+        (&["inline", "--opt-in", "dns:53"][..], "unknown opt-in"),
+        (&["inline", "--duration", "1s"][..], "nothing to measure"),
+    ] {
+        let o = mgrp(args);
+        assert!(!o.status.success(), "{args:?} should fail");
+        assert!(stderr(&o).contains(why), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
+    }
+    // Not root: said so, before anything is touched.
+    use std::os::unix::fs::PermissionsExt;
+    let bin = std::env::temp_dir().join(format!("mgrp-inline-nobody-{}", std::process::id()));
+    std::fs::copy(MGRP, &bin).expect("copy mgrp");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = Command::new(&bin)
+        .args(["inline", "--opt-in", "tcp:5001", "--duration", "1s"])
+        .uid(65534)
+        .gid(65534)
+        .output();
+    let _ = std::fs::remove_file(&bin);
+    let o = o.expect("run mgrp as nobody");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("needs root"), "{}", stderr(&o));
+}

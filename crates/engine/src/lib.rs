@@ -14,6 +14,7 @@ pub mod auth;
 pub mod client;
 pub mod daemon;
 mod driver;
+pub mod inline;
 pub mod load;
 pub mod loss;
 pub mod pacer;

@@ -16,6 +16,7 @@ pub mod budget;
 pub mod capacity;
 pub mod chirp;
 pub mod fluid;
+pub mod inline;
 pub mod methods;
 pub mod riders;
 pub mod slops;

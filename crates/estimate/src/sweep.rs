@@ -250,6 +250,21 @@ impl Sweep {
         }
     }
 
+    /// The rates of every stream still to send in the current measurement, from the next one
+    /// on, with the measurement's number ([`Sweep::measurements_done`]): an inline driver sends
+    /// all of a measurement's streams within one round trip and feeds their verdicts back in
+    /// order; verdicts of streams left over after an early stop must then be dropped (the
+    /// number has moved on). `None` before the first range is known or once done.
+    pub fn measurement_plan(&self) -> Option<(u32, Vec<Vec<f64>>)> {
+        match self.stage {
+            Stage::Stream(i) if !self.is_done() => Some((
+                self.done_measurements,
+                (i..self.k()).map(|s| self.rates(s)).collect(),
+            )),
+            _ => None,
+        }
+    }
+
     /// Stream `i` as a probe train.
     fn stream(&self, i: usize) -> TrainSpec {
         let bits = wire_bits(self.p.size);

@@ -6,6 +6,7 @@ pub mod accuracy;
 pub mod bottleneck_bench;
 pub mod capacity_bench;
 pub mod dashboard_run;
+pub mod inline_bench;
 pub mod live_estimate;
 pub mod loss_bench;
 pub mod loss_truth;

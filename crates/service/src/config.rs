@@ -21,6 +21,10 @@
 //! hold = "10ms"                          # T: the longest a packet waits for a probe
 //! ratio = 1.0                            # share of each train (from its start) that carries
 //!
+//! [inline]                               # ImTCP: opted-in TCP flows measure their path
+//! opt_in = ["tcp:5001"]                  # to:PREFIX, tcp:PORT, mark:N (not riders' too)
+//! access = "1gbit"                       # the sender's access rate (first range's top)
+//!
 //! [[passive]]                            # Wren on the host's own TCP traffic, no probes
 //! iface = "eth0"
 //! flow = "tcp port 443"                  # optional capture filter
@@ -149,6 +153,8 @@ pub struct ServiceConfig {
     pub token: Option<String>,
     pub passive: Vec<PassiveSource>,
     pub riders: Option<RidersConfig>,
+    /// Inline measurement of opted-in TCP flows (`crate::inline`).
+    pub inline: Option<crate::inline::InlineSettings>,
     pub transfer: Option<TransferConfig>,
     /// MPAT aggregates (`crate::mpat`).
     pub mpat: Option<crate::mpat::MpatConfig>,
@@ -166,6 +172,7 @@ impl Default for ServiceConfig {
             archive: None,
             passive: Vec::new(),
             riders: None,
+            inline: None,
             transfer: None,
             mpat: None,
         }
@@ -210,6 +217,15 @@ struct RawRiders {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawInline {
+    #[serde(default)]
+    opt_in: Vec<String>,
+    dev: Option<String>,
+    access: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawTransfer {
     modes: Option<Vec<String>>,
     g: Option<f64>,
@@ -238,6 +254,7 @@ struct RawConfig {
     #[serde(default)]
     passive: Vec<RawPassive>,
     riders: Option<RawRiders>,
+    inline: Option<RawInline>,
     transfer: Option<RawTransfer>,
     mpat: Option<crate::mpat::MpatConfig>,
 }
@@ -398,6 +415,50 @@ impl ServiceConfig {
                 opt_in,
                 hold,
                 ratio,
+            });
+        }
+        if let Some(r) = raw.inline {
+            let at = |why: String| format!("inline: {why}");
+            if r.opt_in.is_empty() || r.opt_in.len() > 64 {
+                return Err(at(
+                    "opt_in needs 1..=64 entries (to:PREFIX, tcp:PORT, mark:N)".into(),
+                ));
+            }
+            let opt_in = r
+                .opt_in
+                .iter()
+                .map(|o| mgrp_shim::route::OptIn::parse(o))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| at(e.to_string()))?;
+            if let Some(o) = opt_in
+                .iter()
+                .find(|o| matches!(o, mgrp_shim::route::OptIn::UdpPort(_)))
+            {
+                return Err(at(format!("{o:?}: inline measurement works on TCP only")));
+            }
+            if let Some(rd) = &c.riders {
+                if let Some(o) = opt_in.iter().find(|o| rd.opt_in.contains(o)) {
+                    return Err(at(format!(
+                        "{o:?} is opted into riders too: a flow rides or is measured inline"
+                    )));
+                }
+            }
+            let access_bps = match r.access.as_deref() {
+                None => 1e9,
+                Some(a) => mgrp_traffic::units::parse_rate(a)
+                    .map_err(|e| at(format!("access: {e}")))? as f64,
+            };
+            if access_bps < 1e5 {
+                return Err(at("access below 100 kbit/s".into()));
+            }
+            let dev = r.dev.unwrap_or_else(|| "mgrp2".into());
+            if dev.is_empty() || dev.len() > 15 {
+                return Err(at("dev must be an interface name (1..=15 bytes)".into()));
+            }
+            c.inline = Some(crate::inline::InlineSettings {
+                dev,
+                opt_in,
+                access_bps,
             });
         }
         if raw.passive.len() > 64 {
@@ -668,6 +729,13 @@ mod tests {
             ("[riders]\nopt_in = [\"dns:53\"]", "unknown opt-in"),
             ("[riders]\nopt_in = [\"tcp:80\"]\nratio = 2.0", "ratio"),
             ("[riders]\nopt_in = [\"tcp:80\"]\nhold = \"5s\"", "hold"),
+            ("[inline]\nopt_in = []", "inline: opt_in"),
+            ("[inline]\nopt_in = [\"udp:53\"]", "TCP only"),
+            (
+                "[riders]\nopt_in = [\"tcp:80\"]\n[inline]\nopt_in = [\"tcp:80\"]",
+                "opted into riders too",
+            ),
+            ("[inline]\nopt_in = [\"tcp:80\"]\naccess = \"fast\"", "inline: access"),
             ("[[passive]]\niface = \"eth0\"\nwindow = \"1ms\"", "window"),
             (
                 "[[path]]\npeer = \"198.18.3.2\"\n[[path]]\npeer = \"198.18.3.2:7240\"",
@@ -777,5 +845,23 @@ mod tests {
             let e = ServiceConfig::parse(text).unwrap_err();
             assert!(e.0.contains(why), "{text:?}: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod inline_tests {
+    use super::*;
+
+    #[test]
+    fn inline_section() {
+        let c = ServiceConfig::parse(
+            "[inline]\nopt_in = [\"tcp:5001\", \"to:10.0.0.0/8\"]\naccess = \"100mbit\"",
+        )
+        .unwrap();
+        let i = c.inline.unwrap();
+        assert_eq!(i.dev, "mgrp2");
+        assert_eq!(i.access_bps, 100e6);
+        assert_eq!(i.opt_in.len(), 2);
+        assert!(ServiceConfig::parse("").unwrap().inline.is_none());
     }
 }

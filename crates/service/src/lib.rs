@@ -14,6 +14,7 @@ pub mod config;
 mod driver;
 pub mod http;
 pub mod hub;
+pub mod inline;
 pub mod loss;
 pub mod metrics;
 pub mod mpat;

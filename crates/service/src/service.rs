@@ -51,6 +51,7 @@ pub struct Service {
     key: Key,
     pacer: Option<Arc<Pacer>>,
     riders: Option<Arc<RiderSender>>,
+    inline: Option<crate::inline::InlineRun>,
     running: Vec<Running>,
     passive: Vec<RunningPassive>,
     transfer: Option<TransferRun>,
@@ -119,11 +120,16 @@ impl Service {
             Some(r) => Some(start_riders(r, &key, &hub)?),
             None => None,
         };
+        let inline = match &cfg.inline {
+            Some(i) => Some(crate::inline::start(i, &hub)?),
+            None => None,
+        };
         let mut svc = Service {
             hub,
             cfg: cfg.clone(),
             key,
             riders,
+            inline,
             pacer: None,
             running: Vec::new(),
             passive: Vec::new(),
@@ -273,6 +279,11 @@ impl Service {
         self.hub.store()
     }
 
+    /// The inline engine, when `[inline]` is configured.
+    pub fn inline(&self) -> Option<&mgrp_engine::inline::InlineEngine> {
+        self.inline.as_ref().map(|i| i.engine())
+    }
+
     pub fn config(&self) -> &ServiceConfig {
         &self.cfg
     }
@@ -303,6 +314,9 @@ impl Service {
         }
         if new.riders != self.cfg.riders {
             rep.need_restart.push("riders".into());
+        }
+        if new.inline != self.cfg.inline {
+            rep.need_restart.push("inline".into());
         }
         if new.token != self.cfg.token {
             self.hub.set_token(new.token.clone());
@@ -388,6 +402,9 @@ impl Service {
         }
         self.stop_transfer();
         self.hub.set_mpat(None);
+        if let Some(i) = self.inline.take() {
+            i.stop();
+        }
     }
 }
 

@@ -128,6 +128,7 @@ fn args(s: &[&str]) -> Vec<String> {
 pub struct Routing {
     rules: Vec<Vec<String>>,
     table: bool,
+    table_id: u32,
 }
 
 /// The source address the main table would use towards `dst` (so opted-in sockets keep it).
@@ -155,6 +156,13 @@ fn source_for(dst: &str) -> Option<String> {
 impl Routing {
     /// Route `opt_in` traffic into `dev` (which must exist: open the [`crate::tun::Tun`] first).
     pub fn install(dev: &str, opt_in: &[OptIn]) -> Result<Routing, Error> {
+        Self::install_in(dev, TABLE, opt_in)
+    }
+
+    /// As [`Routing::install`], into routing table `table` with rule preferences `table − 10`
+    /// (the bypass) and `table − 9` (the opt-ins): the inline engine uses its own table beside
+    /// the riders'.
+    pub fn install_in(dev: &str, table: u32, opt_in: &[OptIn]) -> Result<Routing, Error> {
         if opt_in.is_empty() {
             return Err(Error::Setup("nothing opted in".into()));
         }
@@ -162,9 +170,10 @@ impl Routing {
         let mut r = Routing {
             rules: Vec::new(),
             table: true,
+            table_id: table,
         };
         let mut route = args(&["route", "replace", "default", "dev", dev, "table"]);
-        route.push(TABLE.to_string());
+        route.push(table.to_string());
         let first_to = opt_in.iter().find_map(|o| match o {
             OptIn::To(p) => Some(p.clone()),
             _ => None,
@@ -185,13 +194,28 @@ impl Routing {
         add(
             args(&["fwmark", &format!("{BYPASS_MARK:#x}")]),
             "main",
-            TABLE - 10,
+            table - 10,
         )?;
         for o in opt_in {
-            add(o.selector(), &TABLE.to_string(), TABLE - 9)?;
+            add(o.selector(), &table.to_string(), table - 9)?;
         }
         Ok(r)
     }
+}
+
+/// Whether `opt_in` is already routed into table `table` (by another part of the agent, or by
+/// an agent that died without undoing its rules): `ip rule list` is read, not changed.
+pub fn opted_in(table: u32, opt_in: &OptIn) -> Result<bool, Error> {
+    let list = ip(&args(&["rule", "list"]))?;
+    let mut sel = opt_in.selector().join(" ");
+    if let Some(s) = sel.strip_suffix("/32") {
+        sel = s.to_string();
+    }
+    let lookup = format!("lookup {table}");
+    Ok(list.lines().any(|l| {
+        let l = l.split_whitespace().collect::<Vec<_>>().join(" ");
+        l.ends_with(&lookup) && l.contains(&format!(" {sel} "))
+    }))
 }
 
 impl Drop for Routing {
@@ -200,7 +224,12 @@ impl Drop for Routing {
             let _ = ip(&rule);
         }
         if self.table {
-            let _ = ip(&args(&["route", "flush", "table", &TABLE.to_string()]));
+            let _ = ip(&args(&[
+                "route",
+                "flush",
+                "table",
+                &self.table_id.to_string(),
+            ]));
         }
     }
 }
