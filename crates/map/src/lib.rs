@@ -8,6 +8,9 @@
 //!
 //! How replies are tied to probes (the engine's ICMP error queue) is in `docs/trace.md`.
 
+pub mod graph;
+pub mod maxflow;
+pub mod planner;
 pub mod run;
 pub mod tneck;
 pub mod trace;
