@@ -10,11 +10,15 @@
 
 pub mod graph;
 pub mod maxflow;
+pub mod netmap;
 pub mod planner;
 pub mod run;
 pub mod tneck;
 pub mod trace;
 
+pub use graph::{BoundKind, Graph, PathObs};
+pub use netmap::{map, Connector, MapConfig, MapReport};
+pub use planner::{PlanStats, PlannerConfig};
 pub use run::{
     bottleneck, parallel_traceroute, trace, BottleneckConfig, BottleneckReport, PathHop,
 };
@@ -29,4 +33,6 @@ pub enum Error {
     Engine(#[from] mgrp_engine::Error),
     #[error("{0}")]
     Tneck(#[from] TneckError),
+    #[error("{0}")]
+    Map(String),
 }
