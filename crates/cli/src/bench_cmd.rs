@@ -35,6 +35,8 @@ pub enum BenchCmd {
     /// Loss episodes (badabing through the Probe API) against the drop log, with a periodic
     /// ping as the baseline.
     Loss(crate::loss_bench::LossBench),
+    /// Netmapper: a map of many paths' links with bottlenecks, against the testbed's truth.
+    Map(crate::map_bench::MapBench),
 }
 
 #[derive(Args)]
@@ -121,6 +123,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Bottleneck(b) => crate::bottleneck_bench::run(b),
         BenchCmd::Proxy(b) => crate::proxy_bench::run(b),
         BenchCmd::Loss(b) => crate::loss_bench::run(b),
+        BenchCmd::Map(b) => crate::map_bench::run(b),
     }
 }
 

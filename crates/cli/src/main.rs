@@ -23,6 +23,8 @@ mod signals;
 mod testbed_cmd;
 mod topo_cmd;
 mod trace_cmd;
+mod map_bench;
+mod map_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -53,6 +55,8 @@ enum Command {
     Trace(trace_cmd::TraceArgs),
     /// Which link of the path to a peer agent limits a TCP flow, and what it gets (Tneck).
     Bottleneck(bottleneck_cmd::BottleneckArgs),
+    /// Netmapper: the links of the paths to several agents, bottlenecks ("=B") and bounds (">B").
+    Map(map_cmd::MapArgs),
     /// Available bandwidth from existing TCP traffic (Wren), live or from a pcap; no probes.
     Passive(passive_cmd::PassiveArgs),
     /// Run a command with its TCP sockets on a transfer mode (background, full-speed, ledbat).
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Command::Passive(a) => passive_cmd::run(a),
         Command::Trace(a) => trace_cmd::run(a),
         Command::Bottleneck(a) => bottleneck_cmd::run(a),
+        Command::Map(a) => map_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -448,3 +448,28 @@ impl MapReport {
         s
     }
 }
+
+/// Sessions from this host (one source, index 0): `mgrp map --agents ...`. Mapping between
+/// remote agents needs them to start each other's flows, which the agent protocol does not
+/// carry yet (see `docs/map.md`).
+pub struct LocalConnector {
+    pub key: mgrp_engine::auth::Key,
+    pub pacer: std::sync::Arc<mgrp_engine::pacer::Pacer>,
+}
+
+impl Connector for LocalConnector {
+    fn connect(&self, src: usize, dst: SocketAddr) -> Result<Session, Error> {
+        if src != 0 {
+            return Err(Error::Map(format!("source {src}: only this host (0) is a source")));
+        }
+        Ok(Session::connect(
+            dst,
+            &self.key,
+            self.pacer.clone(),
+            Duration::from_secs(3),
+        )?)
+    }
+    fn source_ip(&self, _src: usize) -> Option<IpAddr> {
+        None
+    }
+}
