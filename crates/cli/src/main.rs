@@ -9,6 +9,8 @@ mod capacity_bench;
 mod control_cmd;
 mod estimate_cmd;
 mod loss_bench;
+mod map_bench;
+mod map_cmd;
 mod methods;
 mod modes_bench;
 mod mpat_bench;
@@ -23,8 +25,6 @@ mod signals;
 mod testbed_cmd;
 mod topo_cmd;
 mod trace_cmd;
-mod map_bench;
-mod map_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

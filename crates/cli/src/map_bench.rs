@@ -64,15 +64,23 @@ fn table(runs: &[MapRun]) -> String {
     }
     let mut cases: Vec<&str> = runs.iter().map(|r| r.case.as_str()).collect();
     cases.dedup();
-    s.push_str("\nPer edge, over the maps (value / measured capacity of the link; \"-\" = unshaped):\n\n");
+    s.push_str(
+        "\nPer edge, over the maps (value / measured capacity of the link; \"-\" = unshaped):\n\n",
+    );
     s.push_str("| topology | edge | link | bounds seen | value / truth, median (min–max) | paths | ok |\n|---|---|---|---|---|---|---|\n");
     for c in cases {
         let these: Vec<&MapRun> = runs.iter().filter(|r| r.case == c).collect();
-        let mut links: Vec<String> = these.iter().flat_map(|r| r.edges.iter().map(|e| e.link.clone())).collect();
+        let mut links: Vec<String> = these
+            .iter()
+            .flat_map(|r| r.edges.iter().map(|e| e.link.clone()))
+            .collect();
         links.sort();
         links.dedup();
         for l in links {
-            let rows: Vec<_> = these.iter().flat_map(|r| r.edges.iter().filter(|e| e.link == l)).collect();
+            let rows: Vec<_> = these
+                .iter()
+                .flat_map(|r| r.edges.iter().filter(|e| e.link == l))
+                .collect();
             let mut bounds: Vec<&str> = rows.iter().map(|e| e.bound.as_str()).collect();
             bounds.sort();
             let kinds = format!(
@@ -82,7 +90,10 @@ fn table(runs: &[MapRun]) -> String {
             );
             let ratios: Vec<f64> = rows.iter().filter_map(|e| e.ratio).collect();
             let rtxt = if ratios.is_empty() {
-                format!("- ({:.1} Mbit/s)", med(rows.iter().map(|e| e.value_bps)) / 1e6)
+                format!(
+                    "- ({:.1} Mbit/s)",
+                    med(rows.iter().map(|e| e.value_bps)) / 1e6
+                )
             } else {
                 format!(
                     "{:.2} ({:.2}–{:.2})",

@@ -460,7 +460,9 @@ pub struct LocalConnector {
 impl Connector for LocalConnector {
     fn connect(&self, src: usize, dst: SocketAddr) -> Result<Session, Error> {
         if src != 0 {
-            return Err(Error::Map(format!("source {src}: only this host (0) is a source")));
+            return Err(Error::Map(format!(
+                "source {src}: only this host (0) is a source"
+            )));
         }
         Ok(Session::connect(
             dst,

@@ -152,6 +152,8 @@ pub struct ServiceConfig {
     pub transfer: Option<TransferConfig>,
     /// MPAT aggregates (`crate::mpat`).
     pub mpat: Option<crate::mpat::MpatConfig>,
+    /// Netmapper on a schedule (`crate::netmap`).
+    pub map: Option<crate::netmap::MapSchedule>,
 }
 
 impl Default for ServiceConfig {
@@ -168,6 +170,7 @@ impl Default for ServiceConfig {
             riders: None,
             transfer: None,
             mpat: None,
+            map: None,
         }
     }
 }
@@ -240,6 +243,7 @@ struct RawConfig {
     riders: Option<RawRiders>,
     transfer: Option<RawTransfer>,
     mpat: Option<crate::mpat::MpatConfig>,
+    map: Option<crate::netmap::RawMap>,
 }
 
 /// A retention: a duration, or whole days (`7d`, up to ten years).
@@ -426,6 +430,9 @@ impl ServiceConfig {
         if let Some(m) = raw.mpat {
             crate::mpat::check_config(&m).map_err(|e| format!("mpat: {e}"))?;
             c.mpat = Some(m);
+        }
+        if let Some(m) = raw.map {
+            c.map = Some(crate::netmap::parse(m).map_err(|e| format!("map: {e}"))?);
         }
         Ok(c)
     }

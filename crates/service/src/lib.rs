@@ -17,6 +17,7 @@ pub mod hub;
 pub mod loss;
 pub mod metrics;
 pub mod mpat;
+pub mod netmap;
 pub mod passive;
 pub mod path;
 pub mod record;
