@@ -22,6 +22,7 @@ pub struct MapBench {
 }
 
 pub fn run(b: MapBench) -> Result<()> {
+    crate::signals::catch_signals();
     let runs = mgrp_lab::map_bench::run(&b.cases, b.reps, crate::signals::hooks())?;
     let json = serde_json::to_string_pretty(&runs)?;
     crate::output::emit_bench(b.out.as_deref(), "map", &json, &table(&runs), b.json)

@@ -20,8 +20,9 @@
 //!   bound, because of the next rule.
 //! - "=" is only ever set on an edge **Tneck named**, with the sum of the flows through it
 //!   (the seed's 5b.vi sets "=T" on e whenever T < M; with an over-estimated M that would
-//!   claim a saturation nobody saw). Every other edge of the run gets ">" the sum of the
-//!   flows through it.
+//!   claim a saturation nobody saw). In a joint step the named edge must be the one being
+//!   refined or one that every flow of the step crosses. Every other edge of the run gets
+//!   ">" the sum of the flows through it.
 //! - An edge is probed again only if its M grew by more than the tolerance since its last
 //!   probe; passes and steps are bounded.
 
@@ -397,7 +398,20 @@ impl Planner {
             }
         }
         let located = &self.g.paths[step.locate];
-        if let Some(b) = r.bottleneck.filter(|b| located.edges.contains(b)) {
+        // In a joint step a verdict counts only for the edge being refined or one every flow
+        // of the step crosses: an edge only some flows cross was measured while the others
+        // took part of its flows' share elsewhere (the bench saw ra→rc named at 0.7 of its
+        // capacity while two flows shared rc→re).
+        let all_cross = |b: usize| {
+            step.paths
+                .iter()
+                .all(|&p| self.g.paths[p].edges.contains(&b))
+        };
+        let credible = |b: &usize| {
+            located.edges.contains(b)
+                && (step.phase == Phase::Single || step.edge == Some(*b) || all_cross(*b))
+        };
+        if let Some(b) = r.bottleneck.filter(credible) {
             if let Some(&s) = sums.get(&b) {
                 let edge = &mut self.g.edges[b];
                 let was = (edge.bound, edge.value_bps);
