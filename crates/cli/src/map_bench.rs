@@ -39,6 +39,12 @@ fn med(v: impl Iterator<Item = f64>) -> f64 {
 
 fn table(runs: &[MapRun]) -> String {
     let mut s = String::from(
+        "Netmapper against the testbed's measured link capacities (`mgrp bench map`). Run on a \
+         shared 2-core VM while other helpers built and benchmarked: throughputs are noisy; \
+         each row is one whole map. Naive = one step per distinct set of paths through an edge, \
+         all of them together (seed 003 §3.4.2).\n\n",
+    );
+    s.push_str(
         "| topology | map | paths usable | flows | naive flows | ratio (seed 0.50) | steps | naive steps | parallel max (seed 8) | naive parallel max (seed 11) | flows per step k=1,2,.. | \"=\" edges within ±15% | \">\" above truth | seconds | MB of flows |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in runs {

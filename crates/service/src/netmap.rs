@@ -37,6 +37,7 @@ pub(crate) struct RawMap {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MapSchedule {
     pub agents: Vec<SocketAddr>,
+    #[serde(rename = "every_s", serialize_with = "secs")]
     pub every: Duration,
     pub budget_bytes: u64,
     pub max_parallel: usize,
@@ -104,6 +105,10 @@ pub struct MapState {
     pub last_error: Option<String>,
     #[serde(serialize_with = "arc_map")]
     pub map: Option<Arc<mgrp_map::MapReport>>,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 fn arc_map<S: serde::Serializer>(
