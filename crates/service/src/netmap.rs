@@ -190,7 +190,7 @@ mod tests {
         assert_eq!(m.agents[0].port(), 7240);
         assert_eq!(
             (m.every, m.budget_bytes, m.max_parallel),
-            (Duration::from_secs(3600), 200_000_000, 8)
+            (Duration::from_secs(3600), 200 << 20, 8)
         );
         for (t, why) in [
             ("agents = []", "agents must list"),
