@@ -42,6 +42,9 @@
 //! [[mpat.aggregate]]
 //! name = "video"
 //! members = [{ dst = "198.18.3.2", port = 443, weight = 5 }, { dst = "198.18.3.2", weight = 1 }]
+//!
+//! [map]                                  # Netmapper from this agent, served at /v1/map
+//! agents = ["198.18.1.2", "198.18.2.2"]  # every = "1h", budget = "200MB", max_parallel = 8
 //! ```
 
 use mgrp_control::{FeedConfig, Mode, PathParams};
