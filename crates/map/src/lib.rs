@@ -1,5 +1,6 @@
-//! Paths between agents: traceroute, the parallel traceroute that Tneck samples, and later
-//! Netmapper's planning.
+//! Paths between agents: traceroute, the parallel traceroute that Tneck samples, and
+//! Netmapper's map ([`graph`], [`planner`], [`maxflow`]: sans-IO; [`netmap`]: the runner;
+//! docs/map.md).
 //!
 //! - [`trace`]: sans-IO. Which trains to send (TTL-limited probes over an engine session),
 //!   what each round says per hop, the report over rounds, loops and silent routers.
