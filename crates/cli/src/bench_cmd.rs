@@ -37,6 +37,8 @@ pub enum BenchCmd {
     Loss(crate::loss_bench::LossBench),
     /// Inline measurement (ImTCP) on a kernel CUBIC flow vs ground truth, inline on vs off.
     Inline(crate::inline_bench::InlineBench),
+    /// Netmapper: a map of many paths' links with bottlenecks, against the testbed's truth.
+    Map(crate::map_bench::MapBench),
 }
 
 #[derive(Args)]
@@ -124,6 +126,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Proxy(b) => crate::proxy_bench::run(b),
         BenchCmd::Loss(b) => crate::loss_bench::run(b),
         BenchCmd::Inline(b) => crate::inline_bench::run(b),
+        BenchCmd::Map(b) => crate::map_bench::run(b),
     }
 }
 

@@ -11,6 +11,8 @@ mod estimate_cmd;
 mod inline_bench;
 mod inline_cmd;
 mod loss_bench;
+mod map_bench;
+mod map_cmd;
 mod methods;
 mod modes_bench;
 mod mpat_bench;
@@ -55,6 +57,8 @@ enum Command {
     Trace(trace_cmd::TraceArgs),
     /// Which link of the path to a peer agent limits a TCP flow, and what it gets (Tneck).
     Bottleneck(bottleneck_cmd::BottleneckArgs),
+    /// Netmapper: the links of the paths to several agents, bottlenecks ("=B") and bounds (">B").
+    Map(map_cmd::MapArgs),
     /// Available bandwidth from existing TCP traffic (Wren), live or from a pcap; no probes.
     Passive(passive_cmd::PassiveArgs),
     /// Run a command with its TCP sockets on a transfer mode (background, full-speed, ledbat).
@@ -98,6 +102,7 @@ fn main() -> ExitCode {
         Command::Trace(a) => trace_cmd::run(a),
         Command::Bottleneck(a) => bottleneck_cmd::run(a),
         Command::Inline(a) => inline_cmd::run(a),
+        Command::Map(a) => map_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
-//! Paths between agents: traceroute, the parallel traceroute that Tneck samples, and later
-//! Netmapper's planning.
+//! Paths between agents: traceroute, the parallel traceroute that Tneck samples, and
+//! Netmapper's map ([`graph`], [`planner`], [`maxflow`]: sans-IO; [`netmap`]: the runner;
+//! docs/map.md).
 //!
 //! - [`trace`]: sans-IO. Which trains to send (TTL-limited probes over an engine session),
 //!   what each round says per hop, the report over rounds, loops and silent routers.
@@ -10,11 +11,18 @@
 
 pub mod bfind;
 pub mod pathneck;
+pub mod graph;
+pub mod maxflow;
+pub mod netmap;
+pub mod planner;
 pub mod run;
 pub mod tneck;
 pub mod trace;
 
 pub use pathneck::{Pathneck, PathneckConfig, PathneckError, PathneckVerdict};
+pub use graph::{BoundKind, Graph, PathObs};
+pub use netmap::{map, Connector, MapConfig, MapReport};
+pub use planner::{PlanStats, PlannerConfig};
 pub use run::{
     bottleneck, parallel_traceroute, pathneck, trace, BottleneckConfig, BottleneckReport, PathHop,
     PathneckReport, TrackReport, TrackedVerdict,
@@ -32,4 +40,6 @@ pub enum Error {
     Tneck(#[from] TneckError),
     #[error("{0}")]
     Pathneck(#[from] PathneckError),
+    #[error("{0}")]
+    Map(String),
 }

@@ -46,6 +46,9 @@
 //! [[mpat.aggregate]]
 //! name = "video"
 //! members = [{ dst = "198.18.3.2", port = 443, weight = 5 }, { dst = "198.18.3.2", weight = 1 }]
+//!
+//! [map]                                  # Netmapper from this agent, served at /v1/map
+//! agents = ["198.18.1.2", "198.18.2.2"]  # every = "1h", budget = "200MB", max_parallel = 8
 //! ```
 
 use mgrp_control::{FeedConfig, Mode, PathParams};
@@ -158,6 +161,8 @@ pub struct ServiceConfig {
     pub transfer: Option<TransferConfig>,
     /// MPAT aggregates (`crate::mpat`).
     pub mpat: Option<crate::mpat::MpatConfig>,
+    /// Netmapper on a schedule (`crate::netmap`).
+    pub map: Option<crate::netmap::MapSchedule>,
 }
 
 impl Default for ServiceConfig {
@@ -175,6 +180,7 @@ impl Default for ServiceConfig {
             inline: None,
             transfer: None,
             mpat: None,
+            map: None,
         }
     }
 }
@@ -257,6 +263,7 @@ struct RawConfig {
     inline: Option<RawInline>,
     transfer: Option<RawTransfer>,
     mpat: Option<crate::mpat::MpatConfig>,
+    map: Option<crate::netmap::RawMap>,
 }
 
 /// A retention: a duration, or whole days (`7d`, up to ten years).
@@ -487,6 +494,9 @@ impl ServiceConfig {
         if let Some(m) = raw.mpat {
             crate::mpat::check_config(&m).map_err(|e| format!("mpat: {e}"))?;
             c.mpat = Some(m);
+        }
+        if let Some(m) = raw.map {
+            c.map = Some(crate::netmap::parse(m).map_err(|e| format!("map: {e}"))?);
         }
         Ok(c)
     }

@@ -53,6 +53,8 @@ pub struct Hub {
     pub(crate) transfer: RwLock<Option<Arc<TransferState>>>,
     /// MPAT aggregates, when `[mpat]` is configured.
     pub(crate) mpat: RwLock<Option<Arc<crate::mpat::MpatState>>>,
+    /// Netmapper's latest map, when `[map]` is configured.
+    pub(crate) map: RwLock<crate::netmap::MapState>,
     /// Live subscriptions (SSE clients).
     pub subscribers: AtomicU64,
     /// Estimates that subscribers missed because they fell behind.
@@ -72,6 +74,7 @@ impl Hub {
             archive: RwLock::new(None),
             transfer: RwLock::new(None),
             mpat: RwLock::new(None),
+            map: RwLock::new(Default::default()),
             subscribers: AtomicU64::new(0),
             events_lagged: AtomicU64::new(0),
             counter_groups: RwLock::new(Vec::new()),
@@ -127,6 +130,13 @@ impl Hub {
     /// MPAT's aggregates, when `[mpat]` is configured.
     pub fn mpat(&self) -> Option<Arc<crate::mpat::MpatState>> {
         self.mpat.read().ok().and_then(|m| m.clone())
+    }
+
+    /// Change the map state (the mapping thread, or a test standing in for it).
+    pub fn update_map(&self, f: impl FnOnce(&mut crate::netmap::MapState)) {
+        if let Ok(mut g) = self.map.write() {
+            f(&mut g);
+        }
     }
 
     pub fn set_mpat(&self, m: Option<Arc<crate::mpat::MpatState>>) {

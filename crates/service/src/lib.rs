@@ -18,6 +18,7 @@ pub mod inline;
 pub mod loss;
 pub mod metrics;
 pub mod mpat;
+pub mod netmap;
 pub mod passive;
 pub mod path;
 pub mod record;

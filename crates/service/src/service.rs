@@ -57,6 +57,8 @@ pub struct Service {
     transfer: Option<TransferRun>,
     /// Counters of schedules stopped by reloads, so totals never go backwards.
     retired: CounterSnapshot,
+    /// Netmapper's thread, for `[map]` (started once; a reload does not change it).
+    netmap: Option<crate::netmap::MapRun>,
 }
 
 /// Open the store a configuration names.
@@ -135,6 +137,7 @@ impl Service {
             passive: Vec::new(),
             transfer: None,
             retired: CounterSnapshot::default(),
+            netmap: None,
         };
         // Before the schedules, so that their first estimates feed the modes.
         if let Some(t) = &cfg.transfer {
@@ -146,6 +149,11 @@ impl Service {
         }
         for p in &cfg.passive {
             svc.start_passive(p.clone())?;
+        }
+        if let Some(m) = &cfg.map {
+            let run = crate::netmap::start(m, svc.key.clone(), svc.hub.clone())
+                .map_err(|e| Error::Thread("netmapper", e))?;
+            svc.netmap = Some(run);
         }
         Ok(svc)
     }

@@ -503,6 +503,23 @@ async fn metrics(State(st): State<AppState>) -> ApiResult {
         .into_response())
 }
 
+/// Netmapper's latest map: nodes, edges with their bound ("=" or ">"), value, when measured
+/// and evidence, the paths, and how the map was made.
+async fn netmap(State(st): State<AppState>) -> ApiResult {
+    let m = st
+        .map
+        .read()
+        .map_err(|_| internal("map state poisoned"))?
+        .clone();
+    if m.schedule.is_none() && m.map.is_none() {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            "no map: the agent's configuration has no [map] section".into(),
+        ));
+    }
+    Ok(Json(m).into_response())
+}
+
 async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI).into_response()
 }
@@ -564,6 +581,7 @@ fn router(state: AppState) -> Router {
         .route("/v1/history", get(history))
         .route("/v1/records", get(records))
         .route("/v1/events", get(events))
+        .route("/v1/map", get(netmap))
         .route("/v1/openapi.yaml", get(openapi))
         .route("/metrics", get(metrics))
         .fallback(|| async {

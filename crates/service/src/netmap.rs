@@ -1,0 +1,207 @@
+//! `[map]`: Netmapper on a schedule. One agent (this one) is the coordinator: it maps the
+//! paths from itself to the listed agents every `every`, within `budget` bytes a map, keeps
+//! the latest map for `GET /v1/map` and the dashboard. How this grows to many agents is in
+//! `docs/map.md`.
+//!
+//! ```toml
+//! [map]
+//! agents = ["198.18.1.2", "198.18.2.2:7240"]
+//! every = "1h"           # 1m..=7d
+//! budget = "200MB"       # TCP flows and probes of one map
+//! max_parallel = 8       # most flows run together
+//! ```
+
+use crate::hub::Hub;
+use mgrp_engine::auth::Key;
+use mgrp_engine::pacer::Pacer;
+use mgrp_map::netmap::{LocalConnector, MapConfig};
+use mgrp_map::{BottleneckConfig, PlannerConfig, TraceConfig};
+use mgrp_traffic::units::{parse_bytes, parse_duration};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMap {
+    agents: Vec<String>,
+    every: Option<String>,
+    budget: Option<String>,
+    max_parallel: Option<i64>,
+}
+
+/// The checked `[map]` section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MapSchedule {
+    pub agents: Vec<SocketAddr>,
+    #[serde(rename = "every_s", serialize_with = "secs")]
+    pub every: Duration,
+    pub budget_bytes: u64,
+    pub max_parallel: usize,
+}
+
+/// Most agents one coordinator maps to.
+pub const MAX_AGENTS: usize = 64;
+
+pub(crate) fn parse(raw: RawMap) -> Result<MapSchedule, String> {
+    if raw.agents.is_empty() || raw.agents.len() > MAX_AGENTS {
+        return Err(format!("agents must list 1..={MAX_AGENTS} agents"));
+    }
+    let mut agents = Vec::new();
+    for a in &raw.agents {
+        let p = mgrp_engine::api::parse_peer(a).map_err(|e| format!("agent {a:?}: {e}"))?;
+        if agents.contains(&p) {
+            return Err(format!("agent {p} is listed twice"));
+        }
+        agents.push(p);
+    }
+    let every =
+        parse_duration(raw.every.as_deref().unwrap_or("1h")).map_err(|e| format!("every: {e}"))?;
+    if every < Duration::from_secs(60) || every > Duration::from_secs(7 * 86_400) {
+        return Err("every must be 1m..=7d".into());
+    }
+    let budget_bytes = parse_bytes(raw.budget.as_deref().unwrap_or("200MB"))
+        .map_err(|e| format!("budget: {e}"))?;
+    if budget_bytes < mgrp_map::netmap::MIN_FLOW_BUDGET {
+        return Err("budget must be at least 1MB".into());
+    }
+    let max_parallel = raw.max_parallel.unwrap_or(8);
+    if !(1..=64).contains(&max_parallel) {
+        return Err(format!("max_parallel must be 1..=64, got {max_parallel}"));
+    }
+    Ok(MapSchedule {
+        agents,
+        every,
+        budget_bytes,
+        max_parallel: max_parallel as usize,
+    })
+}
+
+impl MapSchedule {
+    pub fn map_config(&self) -> MapConfig {
+        MapConfig {
+            pairs: self.agents.iter().map(|a| (0, *a)).collect(),
+            trace: TraceConfig::default(),
+            bottleneck: BottleneckConfig::default(),
+            planner: PlannerConfig {
+                max_parallel: self.max_parallel,
+                ..Default::default()
+            },
+            budget_bytes: self.budget_bytes,
+            warmup: Duration::from_millis(1500),
+        }
+    }
+}
+
+/// What `GET /v1/map` serves: the schedule, the latest map, and the last error.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MapState {
+    pub schedule: Option<MapSchedule>,
+    pub running: bool,
+    pub maps_done: u64,
+    pub last_error: Option<String>,
+    #[serde(serialize_with = "arc_map")]
+    pub map: Option<Arc<mgrp_map::MapReport>>,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+fn arc_map<S: serde::Serializer>(
+    m: &Option<Arc<mgrp_map::MapReport>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    m.as_deref().serialize(s)
+}
+
+/// The mapping thread; stopped (between steps at most one flow's time later) on drop.
+pub struct MapRun {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+pub fn start(s: &MapSchedule, key: Key, hub: Arc<Hub>) -> std::io::Result<MapRun> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let s = s.clone();
+    hub.update_map(|m| m.schedule = Some(s.clone()));
+    let thread = std::thread::Builder::new()
+        .name("netmapper".into())
+        .spawn(move || {
+            let pacer = match Pacer::spawn() {
+                Ok(p) => Arc::new(p),
+                Err(e) => {
+                    hub.update_map(|m| m.last_error = Some(format!("pacer: {e}")));
+                    return;
+                }
+            };
+            let conn = LocalConnector { key, pacer };
+            let cfg = s.map_config();
+            while !st.load(Ordering::Relaxed) {
+                let began = Instant::now();
+                hub.update_map(|m| m.running = true);
+                let r = mgrp_map::map(&conn, &cfg, || st.load(Ordering::Relaxed), |_| {});
+                hub.update_map(|m| {
+                    m.running = false;
+                    match r {
+                        Ok(rep) => {
+                            m.maps_done += 1;
+                            m.last_error = None;
+                            m.map = Some(Arc::new(rep));
+                        }
+                        Err(e) => m.last_error = Some(e.to_string()),
+                    }
+                });
+                while !st.load(Ordering::Relaxed) && began.elapsed() < s.every {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        })?;
+    Ok(MapRun {
+        stop,
+        thread: Some(thread),
+    })
+}
+
+impl Drop for MapRun {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> RawMap {
+        toml::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn defaults_and_bad_settings() {
+        let m = parse(raw("agents = [\"198.18.1.2\"]")).unwrap();
+        assert_eq!(m.agents[0].port(), 7240);
+        assert_eq!(
+            (m.every, m.budget_bytes, m.max_parallel),
+            (Duration::from_secs(3600), 200 << 20, 8)
+        );
+        for (t, why) in [
+            ("agents = []", "agents must list"),
+            ("agents = [\"nope\"]", "agent \"nope\""),
+            ("agents = [\"10.0.0.1\", \"10.0.0.1:7240\"]", "listed twice"),
+            ("agents = [\"10.0.0.1\"]\nevery = \"1s\"", "every must be"),
+            ("agents = [\"10.0.0.1\"]\nbudget = \"1kb\"", "at least 1MB"),
+            ("agents = [\"10.0.0.1\"]\nmax_parallel = 0", "max_parallel"),
+        ] {
+            let e = parse(raw(t)).unwrap_err();
+            assert!(e.contains(why), "{t}: {e}");
+        }
+    }
+}
