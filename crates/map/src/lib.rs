@@ -10,18 +10,18 @@
 //! How replies are tied to probes (the engine's ICMP error queue) is in `docs/trace.md`.
 
 pub mod bfind;
-pub mod pathneck;
 pub mod graph;
 pub mod maxflow;
 pub mod netmap;
+pub mod pathneck;
 pub mod planner;
 pub mod run;
 pub mod tneck;
 pub mod trace;
 
-pub use pathneck::{Pathneck, PathneckConfig, PathneckError, PathneckVerdict};
 pub use graph::{BoundKind, Graph, PathObs};
 pub use netmap::{map, Connector, MapConfig, MapReport};
+pub use pathneck::{Pathneck, PathneckConfig, PathneckError, PathneckVerdict};
 pub use planner::{PlanStats, PlannerConfig};
 pub use run::{
     bottleneck, parallel_traceroute, pathneck, trace, BottleneckConfig, BottleneckReport, PathHop,
