@@ -640,33 +640,36 @@ impl Wren {
 /// rates nor trends (skew over a train's milliseconds is negligible). The sender's own ACKs are
 /// left out. Returns the merged stream in time order, ready for [`Wren::handle_segment`].
 pub fn merge_two_sided(sender: &[Segment], receiver: &[Segment]) -> Vec<Segment> {
-    let key = |s: &Segment| (s.src, s.dst, s.seq, s.payload);
+    let offset = two_sided_offset(sender, receiver).unwrap_or(0);
+    merge_two_sided_with(sender, receiver, offset)
+}
+
+fn two_sided_key(s: &Segment) -> (SocketAddr, SocketAddr, u32, u32) {
+    (s.src, s.dst, s.seq, s.payload)
+}
+
+fn is_data(s: &Segment) -> bool {
+    s.payload > 0 && !s.control
+}
+
+/// The smallest (receive − send) time over the receiver's data segments the sender also saw
+/// (`None` if none match): subtracted from arrivals, it makes the smallest one-way delay zero.
+pub fn two_sided_offset(sender: &[Segment], receiver: &[Segment]) -> Option<i128> {
     let sent: HashMap<_, u64> = sender
         .iter()
-        .filter(|s| s.payload > 0 && !s.control)
-        .map(|s| (key(s), s.ts_ns))
+        .filter(|s| is_data(s))
+        .map(|s| (two_sided_key(s), s.ts_ns))
         .collect();
-    let arrivals: Vec<(&Segment, u64)> = receiver
+    receiver
         .iter()
-        .filter(|r| r.payload > 0 && !r.control)
-        .filter_map(|r| sent.get(&key(r)).map(|tx| (r, *tx)))
-        .collect();
-    let offset = arrivals
-        .iter()
-        .map(|(r, tx)| r.ts_ns as i128 - *tx as i128)
+        .filter(|r| is_data(r))
+        .filter_map(|r| sent.get(&two_sided_key(r)).map(|tx| r.ts_ns as i128 - *tx as i128))
         .min()
-        .unwrap_or(0);
-    let mut out: Vec<Segment> = sender
-        .iter()
-        .filter(|s| s.payload > 0 && !s.control)
-        .copied()
-        .map(|mut s| {
-            // Data only: the ACKs come from the receiver's side below.
-            s.has_ack = false;
-            s
-        })
-        .collect();
-    out.extend(arrivals.iter().map(|(r, _)| Segment {
+}
+
+/// The synthetic ACK a receiver's arrival of `r` stands for, at its arrival time less `offset`.
+fn arrival_ack(r: &Segment, offset: i128) -> Segment {
+    Segment {
         ts_ns: (r.ts_ns as i128 - offset).max(0) as u64,
         src: r.dst,
         dst: r.src,
@@ -678,7 +681,34 @@ pub fn merge_two_sided(sender: &[Segment], receiver: &[Segment]) -> Vec<Segment>
         frame_bytes: 0,
         sack: [(0, 0); 4],
         sack_len: 0,
-    }));
+    }
+}
+
+/// [`merge_two_sided`] with the clock offset given: the sender's data segments, then one
+/// synthetic ACK per receiver arrival of a segment the sender sent, stable-sorted by time (data
+/// before ACKs at equal times). The live merge ([`crate::wren2::LiveMerge`]) calls this too.
+pub fn merge_two_sided_with(sender: &[Segment], receiver: &[Segment], offset: i128) -> Vec<Segment> {
+    let sent: std::collections::HashSet<_> = sender
+        .iter()
+        .filter(|s| is_data(s))
+        .map(two_sided_key)
+        .collect();
+    let mut out: Vec<Segment> = sender
+        .iter()
+        .filter(|s| is_data(s))
+        .copied()
+        .map(|mut s| {
+            // Data only: the ACKs come from the receiver's side below.
+            s.has_ack = false;
+            s
+        })
+        .collect();
+    out.extend(
+        receiver
+            .iter()
+            .filter(|r| is_data(r) && sent.contains(&two_sided_key(r)))
+            .map(|r| arrival_ack(r, offset)),
+    );
     out.sort_by_key(|s| s.ts_ns);
     out
 }

@@ -5,7 +5,10 @@
 //! so the agent never sends a peer more bytes than that peer sent it.
 
 use super::frames::FrameBuf;
-use super::{encode, kind, later, ProtoError, LINGER, MAX_LOAD, MAX_TRAIN_TIMEOUT};
+use super::{
+    encode, kind, later, ProtoError, LINGER, MAX_CAPTURE, MAX_CAPTURE_RECORDS, MAX_LOAD,
+    MAX_TRAIN_TIMEOUT,
+};
 use crate::train::{WallNs, MAX_TRAIN_LEN};
 use mgrp_wire::control::{code, Control, RxRecord, FRAME_HEADER, REPORT_BASE_LEN, RX_RECORD_LEN};
 use mgrp_wire::probe::Probe;
@@ -238,6 +241,15 @@ pub enum Flow {
         until: Instant,
         discarded: usize,
     },
+    /// From now on the connection carries a capture of `sender` → `receiver`'s data segments
+    /// as they arrive here, until `until` or `max_records` (both already capped), or the peer
+    /// closing.
+    Capture {
+        sender: std::net::SocketAddr,
+        receiver: std::net::SocketAddr,
+        until: Instant,
+        max_records: u32,
+    },
 }
 
 /// Bytes to send, and whether they are a train report (for the counters).
@@ -265,6 +277,9 @@ pub struct ServerSession {
     queued: Vec<Control>,
     /// A train was started on this session (so it may not become a load flow).
     measured: bool,
+    /// The address the session's peer connected from: the only sender whose flows it may
+    /// ask this agent to capture.
+    peer: Option<std::net::IpAddr>,
 }
 
 impl ServerSession {
@@ -277,7 +292,14 @@ impl ServerSession {
             pending: None,
             queued: Vec::new(),
             measured: false,
+            peer: None,
         }
+    }
+
+    /// The address the peer connected from (capture requests must name it as the sender).
+    pub fn with_peer(mut self, ip: std::net::IpAddr) -> ServerSession {
+        self.peer = Some(ip);
+        self
     }
 
     pub fn id(&self) -> u32 {
@@ -333,6 +355,30 @@ impl ServerSession {
                     return Ok(Flow::Load {
                         until: now + wait,
                         discarded: self.frames.discard(),
+                    });
+                }
+                Control::CaptureStart {
+                    sender,
+                    receiver,
+                    max_ms,
+                    max_records,
+                } if self.pending.is_none() && !self.measured => {
+                    // Only the asking host's own flows: an agent does not report on others.
+                    if self.peer != Some(sender.ip()) {
+                        self.queued.push(Control::Error {
+                            code: code::CAPTURE,
+                            message: format!(
+                                "capture refused: the flow's sender {sender} is not this session's peer"
+                            ),
+                        });
+                        return Err(ProtoError::Unexpected("CaptureStart"));
+                    }
+                    let wait = Duration::from_millis(max_ms as u64).min(MAX_CAPTURE);
+                    return Ok(Flow::Capture {
+                        sender,
+                        receiver,
+                        until: now + wait,
+                        max_records: max_records.min(MAX_CAPTURE_RECORDS),
                     });
                 }
                 other => {
