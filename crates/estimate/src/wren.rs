@@ -663,7 +663,10 @@ pub fn two_sided_offset(sender: &[Segment], receiver: &[Segment]) -> Option<i128
     receiver
         .iter()
         .filter(|r| is_data(r))
-        .filter_map(|r| sent.get(&two_sided_key(r)).map(|tx| r.ts_ns as i128 - *tx as i128))
+        .filter_map(|r| {
+            sent.get(&two_sided_key(r))
+                .map(|tx| r.ts_ns as i128 - *tx as i128)
+        })
         .min()
 }
 
@@ -687,7 +690,11 @@ fn arrival_ack(r: &Segment, offset: i128) -> Segment {
 /// [`merge_two_sided`] with the clock offset given: the sender's data segments, then one
 /// synthetic ACK per receiver arrival of a segment the sender sent, stable-sorted by time (data
 /// before ACKs at equal times). The live merge ([`crate::wren2::LiveMerge`]) calls this too.
-pub fn merge_two_sided_with(sender: &[Segment], receiver: &[Segment], offset: i128) -> Vec<Segment> {
+pub fn merge_two_sided_with(
+    sender: &[Segment],
+    receiver: &[Segment],
+    offset: i128,
+) -> Vec<Segment> {
     let sent: std::collections::HashSet<_> = sender
         .iter()
         .filter(|s| is_data(s))

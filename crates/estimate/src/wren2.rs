@@ -293,10 +293,7 @@ mod tests {
         assert_eq!(e_live, e_off);
         // An idle 50 Mbit/s bottleneck: the highest lower bound is the 50 Mbit/s burst, the
         // 58 Mbit/s one queued (gap rounding to whole ns allows 0.01%).
-        assert!(
-            e_off.iter().all(|v| (*v - 50e6).abs() < 5e3),
-            "{e_off:?}"
-        );
+        assert!(e_off.iter().all(|v| (*v - 50e6).abs() < 5e3), "{e_off:?}");
     }
 
     #[test]

@@ -63,7 +63,10 @@ impl Wren2Config {
             "--app must be 1..=100 percent of C",
         )?;
         ensure((3.0..=120.0).contains(&self.secs), "--secs must be 3..=120")?;
-        ensure((0.0..=200.0).contains(&self.tail_ms), "--tail-ms must be 0..=200")?;
+        ensure(
+            (0.0..=200.0).contains(&self.tail_ms),
+            "--tail-ms must be 0..=200",
+        )?;
         ensure((1..=10).contains(&self.repeat), "--repeat must be 1..=10")
     }
 }
@@ -150,6 +153,11 @@ impl Wren2Rig {
         })
     }
 
+    /// The pacer sessions from a use (they send no trains; a session needs one).
+    pub fn pacer(&self) -> Arc<Pacer> {
+        self.pacer.clone()
+    }
+
     pub fn agent_counters(&self) -> Option<mgrp_engine::daemon::CounterSnapshot> {
         self.agent.as_ref().map(|a| a.counters())
     }
@@ -165,16 +173,23 @@ impl Wren2Rig {
             return Ok(Vec::new());
         }
         let t = self.tb.topology();
-        let pattern = CrossPattern::parse(&format!("cbr:{:.3}mbit", self.c_bps * pct / 100.0 / 1e6))
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let pattern =
+            CrossPattern::parse(&format!("cbr:{:.3}mbit", self.c_bps * pct / 100.0 / 1e6))
+                .map_err(|e| Error::Config(e.to_string()))?;
         let mut out = Vec::new();
         for (i, (s, r)) in [("x1s", "x1r"), ("x2s", "x2r")].iter().enumerate() {
             let (s, r) = (
-                t.index(s).ok_or_else(|| Error::Config(format!("no node {s}")))?,
-                t.index(r).ok_or_else(|| Error::Config(format!("no node {r}")))?,
+                t.index(s)
+                    .ok_or_else(|| Error::Config(format!("no node {s}")))?,
+                t.index(r)
+                    .ok_or_else(|| Error::Config(format!("no node {r}")))?,
             );
             let ends = self.tb.endpoints(s, r, CROSS_PORT + i as u16);
-            out.push(CrossTraffic::start_between(&ends, &pattern, &GenOptions::default())?);
+            out.push(CrossTraffic::start_between(
+                &ends,
+                &pattern,
+                &GenOptions::default(),
+            )?);
         }
         Ok(out)
     }
@@ -205,7 +220,12 @@ impl Wren2Rig {
             Ok(cap.stats().dropped)
         })?;
         // a: the live monitor (its capture is also the offline analysis's sender side).
-        let (st, dev, f, path) = (stop.clone(), self.a_dev.clone(), filter, sender_pcap.clone());
+        let (st, dev, f, path) = (
+            stop.clone(),
+            self.a_dev.clone(),
+            filter,
+            sender_pcap.clone(),
+        );
         let (peer, key, pacer, local) =
             (self.peer, self.key.clone(), self.pacer.clone(), self.a_addr);
         let monitor = spawn_in(&self.a_ns, "wren2-monitor", move || {
@@ -251,7 +271,10 @@ impl Wren2Rig {
         Ok(Scenario {
             cross_pct,
             app_mbit: app.sent_bytes as f64 * 8.0 / app.duration_s / 1e6,
-            truth: TruthFn { truth, to_mono: Box::new(to_mono) },
+            truth: TruthFn {
+                truth,
+                to_mono: Box::new(to_mono),
+            },
             one_sided: live.one_sided,
             live: live.two_sided,
             offline,
@@ -439,7 +462,11 @@ fn read_pcap(p: &Path) -> Result<Vec<Segment>> {
 }
 
 /// `mgrp passive --pcap SENDER --peer-pcap RECEIVER`'s analysis: the offline two-sided result.
-pub fn offline_two_sided(sender: &Path, receiver: &Path, local: IpAddr) -> Result<Vec<PassiveEstimate>> {
+pub fn offline_two_sided(
+    sender: &Path,
+    receiver: &Path,
+    local: IpAddr,
+) -> Result<Vec<PassiveEstimate>> {
     let (s, r) = (read_pcap(sender)?, read_pcap(receiver)?);
     let merged = merge_two_sided(&s, &r);
     let mut w = Wren::new(WrenParams {
@@ -506,7 +533,11 @@ pub fn run(cfg: &Wren2Config, hooks: Hooks) -> Result<Report> {
             if hooks.stopped() {
                 return Err(Error::Interrupted);
             }
-            hooks.say(&format!("\rrun {}/{}  cross {pct:>4}% of C    ", run + 1, cfg.repeat));
+            hooks.say(&format!(
+                "\rrun {}/{}  cross {pct:>4}% of C    ",
+                run + 1,
+                cfg.repeat
+            ));
             let sc = rig.run(pct, cfg.app_pct, cfg.secs, &dir)?;
             let truths: Vec<f64> = sc
                 .live

@@ -421,9 +421,10 @@ impl ServiceConfig {
             }
             let peer = match p.peer.as_deref() {
                 None => None,
-                Some(a) => Some(a.parse::<SocketAddr>().map_err(|_| {
-                    at(format!("peer {a:?}: use the agent's ADDRESS:PORT"))
-                })?),
+                Some(a) => Some(
+                    a.parse::<SocketAddr>()
+                        .map_err(|_| at(format!("peer {a:?}: use the agent's ADDRESS:PORT")))?,
+                ),
             };
             c.passive.push(PassiveSource {
                 iface: p.iface,

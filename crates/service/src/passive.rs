@@ -158,10 +158,15 @@ fn capture(
                 .iter()
                 .map(crate::record::from_passive)
                 .collect();
-            st.counters.bump(&st.counters.wren2_estimates, two.len() as u64);
+            st.counters
+                .bump(&st.counters.wren2_estimates, two.len() as u64);
             let c = t.counters();
-            st.counters.wren2_requests.store(c.requests, Ordering::Relaxed);
-            st.counters.wren2_failures.store(c.failures, Ordering::Relaxed);
+            st.counters
+                .wren2_requests
+                .store(c.requests, Ordering::Relaxed);
+            st.counters
+                .wren2_failures
+                .store(c.failures, Ordering::Relaxed);
             if let Some(e) = c.last_error {
                 st.note(&e);
             }

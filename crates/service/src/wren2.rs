@@ -269,9 +269,15 @@ fn capture(
     stop: &AtomicBool,
     dropped: &std::sync::atomic::AtomicU64,
 ) -> Result<(), String> {
-    let s = Session::connect(peer, key, pacer, Duration::from_secs(3)).map_err(|e| e.to_string())?;
+    let s =
+        Session::connect(peer, key, pacer, Duration::from_secs(3)).map_err(|e| e.to_string())?;
     let mut cap = s
-        .into_capture(sender, receiver, CAPTURE_FOR, mgrp_engine::proto::MAX_CAPTURE_RECORDS)
+        .into_capture(
+            sender,
+            receiver,
+            CAPTURE_FOR,
+            mgrp_engine::proto::MAX_CAPTURE_RECORDS,
+        )
         .map_err(|e| e.to_string())?;
     while !stop.load(Ordering::Relaxed) {
         match cap.recv(Instant::now() + Duration::from_millis(100)) {

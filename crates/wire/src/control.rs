@@ -117,10 +117,15 @@ pub enum Control {
         max_records: u32,
     },
     /// Server → client: arrivals, in capture order (at most [`MAX_CAPTURE_BATCH`]).
-    CaptureBatch { records: Vec<SegRecord> },
+    CaptureBatch {
+        records: Vec<SegRecord>,
+    },
     /// Server → client: the capture is over; `records` were sent, `dropped` were not (over the
     /// record limit, or lost by the kernel's capture ring).
-    CaptureEnd { records: u64, dropped: u64 },
+    CaptureEnd {
+        records: u64,
+        dropped: u64,
+    },
 }
 
 fn addr_len(a: &std::net::SocketAddr) -> usize {

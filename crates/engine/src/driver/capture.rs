@@ -112,7 +112,10 @@ pub(crate) fn serve(conn: &mut Conn, ask: CaptureAsk, s: &Shared) {
         match cap.next_segment() {
             Ok(Some(seg)) => {
                 // The filter narrows by addresses; only data counts (not SYN/FIN/RST, not ACKs).
-                if seg.src == ask.sender && seg.dst == ask.receiver && seg.payload > 0 && !seg.control
+                if seg.src == ask.sender
+                    && seg.dst == ask.receiver
+                    && seg.payload > 0
+                    && !seg.control
                 {
                     if sent + batch.len() as u64 >= ask.max_records as u64 {
                         over += 1;
@@ -135,19 +138,20 @@ pub(crate) fn serve(conn: &mut Conn, ask: CaptureAsk, s: &Shared) {
                 return;
             }
         }
-        if batch.len() >= MAX_CAPTURE_BATCH || (!batch.is_empty() && last.elapsed() >= BATCH_EVERY)
-        {
+        if batch.len() >= MAX_CAPTURE_BATCH || last.elapsed() >= BATCH_EVERY {
             last = Instant::now();
-            sent += batch.len() as u64;
-            c.capture_records
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            let msg = Control::CaptureBatch {
-                records: std::mem::take(&mut batch),
-            };
-            if conn.write(&encode(&msg)).is_err() {
-                return;
+            if !batch.is_empty() {
+                sent += batch.len() as u64;
+                c.capture_records
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                let msg = Control::CaptureBatch {
+                    records: std::mem::take(&mut batch),
+                };
+                if conn.write(&encode(&msg)).is_err() {
+                    return;
+                }
             }
-            // The asker closing (or saying Close) ends the capture.
+            // The asker closing (or saying anything: Close) ends the capture.
             match conn.read(64, Instant::now()) {
                 Ok(Some(_)) | Err(ReadError::Closed) | Err(ReadError::Io(_)) => return,
                 Ok(None) => {}
