@@ -35,6 +35,9 @@ pub enum BenchCmd {
     /// Loss episodes (badabing through the Probe API) against the drop log, with a periodic
     /// ping as the baseline.
     Loss(crate::loss_bench::LossBench),
+    /// Two-sided Wren live (the peer agent's arrival records) against one-sided and offline
+    /// two-sided, on chain3 with cross traffic on every link.
+    Wren2(crate::wren2_bench::Wren2Bench),
 }
 
 #[derive(Args)]
@@ -121,6 +124,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Bottleneck(b) => crate::bottleneck_bench::run(b),
         BenchCmd::Proxy(b) => crate::proxy_bench::run(b),
         BenchCmd::Loss(b) => crate::loss_bench::run(b),
+        BenchCmd::Wren2(b) => crate::wren2_bench::run(b),
     }
 }
 
