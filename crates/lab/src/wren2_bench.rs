@@ -91,7 +91,7 @@ pub struct Wren2Rig {
     pub b_ns: String,
     pub a_addr: IpAddr,
     pub b_addr: IpAddr,
-    a_dev: String,
+    pub a_dev: String,
     b_dev: String,
     c_bps: f64,
     // Last: the namespaces go after everything in them has stopped.

@@ -272,3 +272,62 @@ fn peer_without_capture_privileges_says_so() {
     let ag = rig.agent_counters().unwrap();
     assert_eq!((ag.captures, ag.captures_refused), (0, 1), "{ag:?}");
 }
+
+/// The service as `mgrp agent` runs it: a `[[passive]]` source with a `peer` stores `wren2`
+/// estimates (source passive) beside `wren`, and counts its peer captures.
+#[test]
+fn service_stores_wren2_beside_wren() {
+    use mgrp_service::config::{PassiveSource, ServiceConfig};
+    use mgrp_service::service::Service;
+    let rig = Wren2Rig::start(20.0, 1.0, false, || Ok(())).expect("testbed");
+    let cfg = ServiceConfig {
+        passive: vec![PassiveSource {
+            iface: rig.a_dev.clone(),
+            flow: Some(format!("port {}", mgrp_lab::wren2_bench::APP_PORT)),
+            window: Duration::from_secs(1),
+            peer: Some(rig.peer),
+        }],
+        ..ServiceConfig::default()
+    };
+    let key = rig.key.clone();
+    let svc = spawn_in(&rig.a_ns, "service", move || {
+        Ok(Service::start(&cfg, key).map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))?)
+    })
+    .unwrap()
+    .join()
+    .unwrap()
+    .unwrap();
+    let mut sub = svc.hub().subscribe();
+    let flow = mgrp_testbed::app::AppFlow::start_in(
+        &rig.a_ns,
+        &rig.b_ns,
+        rig.app_dst(),
+        mgrp_testbed::app::AppPattern::parse("msgs:93750,every=50ms").unwrap(),
+        None,
+        Duration::from_secs(20),
+    )
+    .unwrap();
+    let (mut wren, mut wren2) = (0, 0);
+    let until = Instant::now() + Duration::from_secs(12);
+    while Instant::now() < until && (wren < 3 || wren2 < 3) {
+        match sub.try_recv() {
+            Ok(r) => {
+                assert_eq!(r.source, "passive", "{r:?}");
+                assert_eq!(r.path, format!("{}->{}", rig.a_addr, rig.app_dst().ip()));
+                match r.method.as_str() {
+                    "wren" => wren += 1,
+                    "wren2" => wren2 += 1,
+                    m => panic!("method {m}"),
+                }
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    drop(flow);
+    let view = svc.hub().passive();
+    let _ = svc.stop();
+    assert!(wren >= 3 && wren2 >= 3, "wren {wren} wren2 {wren2} {view:?}");
+    let c = &view[0].counters;
+    assert_eq!((c.wren2_requests, c.wren2_failures), (1, 0), "{view:?}");
+    assert!(c.wren2_estimates >= 3, "{view:?}");
+}
