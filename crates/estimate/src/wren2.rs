@@ -40,6 +40,12 @@ pub struct MergeCounters {
     pub sent_overflow: u64,
     /// Arrivals dropped because too many waited.
     pub arrival_overflow: u64,
+    /// The earliest arrival time received (receiver's clock, ns): the peer's capture ran from
+    /// about then.
+    pub first_arrival_ns: Option<u64>,
+    /// Rounds that lowered the clock offset after the first had set it (a smaller one-way
+    /// delay seen later): where the live stream can differ from the offline one.
+    pub offset_lowered: u64,
 }
 
 type Key = (u32, u32);
@@ -69,7 +75,7 @@ impl LiveMerge {
         LiveMerge {
             sender,
             receiver,
-            hold_ns: 1_000_000_000,
+            hold_ns: 2_000_000_000,
             max_pending: 200_000,
             sent: VecDeque::new(),
             arrivals: HashMap::new(),
@@ -107,6 +113,8 @@ impl LiveMerge {
     pub fn handle_arrivals(&mut self, now_ns: u64, records: &[Arrival]) {
         for a in records {
             self.counters.arrivals += 1;
+            let first = self.counters.first_arrival_ns.get_or_insert(a.rx_ns);
+            *first = (*first).min(a.rx_ns);
             if self.held_arrivals >= self.max_pending {
                 self.counters.arrival_overflow += 1;
                 continue;
@@ -152,6 +160,7 @@ impl LiveMerge {
         }
         // Arrivals nobody claimed within twice the hold are not going to be.
         let stale = now_ns.saturating_sub(2 * self.hold_ns);
+        // (Records later than the hold miss their segment: they are counted here.)
         let mut gone = 0;
         self.arrivals.retain(|_, list| {
             let before = list.len();
@@ -171,6 +180,9 @@ impl LiveMerge {
             let receiver: Vec<Segment> = arrived.iter().map(|(_, s)| *s).collect();
             // The offset so far: the smallest one-way delay seen (see the module's note).
             if let Some(o) = crate::wren::two_sided_offset(&sender, &receiver) {
+                if self.offset.is_some_and(|prev| o < prev) {
+                    self.counters.offset_lowered += 1;
+                }
                 self.offset = Some(self.offset.map_or(o, |prev| prev.min(o)));
             }
             let merged = merge_two_sided_with(&sender, &receiver, self.offset.unwrap_or(0));

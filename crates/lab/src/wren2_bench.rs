@@ -254,7 +254,7 @@ impl Wren2Rig {
         }
         let app = flow.stop()?;
         // Let the last records come back and the merge's hold pass.
-        std::thread::sleep(Duration::from_millis(2500));
+        std::thread::sleep(Duration::from_millis(3500));
         stop.store(true, Ordering::Relaxed);
         let live = monitor
             .join()
@@ -327,10 +327,10 @@ pub struct Scenario {
 }
 
 /// How live and offline two-sided compare, window by window.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Agreement {
-    /// Windows both reported, after the first live one (which the peer's capture may have
-    /// joined late: it is asked for when the flow's first segment is seen).
+    /// Windows both reported, from the first whole window after the peer's first arrival
+    /// record.
     pub compared: usize,
     pub equal: usize,
     /// Largest |live − offline| / offline over the compared windows.
@@ -338,31 +338,38 @@ pub struct Agreement {
     /// Windows only one side reported (after the first).
     pub only_live: usize,
     pub only_offline: usize,
+    /// (window start, live, offline) of the windows that differ.
+    pub differ: Vec<(u64, f64, f64)>,
 }
 
 impl Scenario {
     pub fn agreement(&self) -> Agreement {
-        let first = self.live.iter().map(|e| e.window_start_ns).min();
-        let Some(first) = first else {
+        // Windows from the first whole one after the peer's capture began: before it the
+        // offline receiver capture has arrivals the live one was not yet asked for (it is asked
+        // when the flow's first segment is seen, and opening a capture can take a while).
+        let Some(first) = self.counters.merge.first_arrival_ns else {
             return Agreement {
                 only_offline: self.offline.len(),
                 ..Default::default()
             };
         };
+        let from = first.div_ceil(WINDOW_NS) * WINDOW_NS;
         let key = |e: &PassiveEstimate| (e.src.clone(), e.dst.clone(), e.window_start_ns);
         let mut a = Agreement::default();
         let off: std::collections::HashMap<_, f64> = self
             .offline
             .iter()
-            .filter(|e| e.window_start_ns > first)
+            .filter(|e| e.window_start_ns >= from)
             .map(|e| (key(e), e.value_bps))
             .collect();
-        for e in self.live.iter().filter(|e| e.window_start_ns > first) {
+        for e in self.live.iter().filter(|e| e.window_start_ns >= from) {
             match off.get(&key(e)) {
                 Some(v) => {
                     a.compared += 1;
                     if *v == e.value_bps {
                         a.equal += 1;
+                    } else {
+                        a.differ.push((e.window_start_ns, e.value_bps, *v));
                     }
                     a.max_rel_diff = a.max_rel_diff.max((e.value_bps - v).abs() / v.max(1.0));
                 }

@@ -42,8 +42,8 @@ fn live_two_sided_equals_offline_on_the_same_run() {
     let c = &sc.counters;
     assert_eq!((c.requests, c.failures), (1, 0), "{c:?}");
     assert!(c.merge.matched > 1000, "{c:?}");
-    // Ten seconds of flow: estimates in most windows (the first is left out of the
-    // comparison: b's capture is asked for when a's first segment is seen, so it starts late).
+    // Ten seconds of flow: estimates in most windows (compared from the first whole window
+    // after b's first record: b's capture is asked for when a's first segment is seen).
     assert!(a.compared >= 5, "{a:?}");
     assert_eq!(a.equal, a.compared, "{a:?}");
     assert_eq!((a.only_live, a.only_offline), (0, 0), "{a:?}");

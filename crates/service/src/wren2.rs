@@ -255,6 +255,11 @@ fn add(m: &mut MergeCounters, c: MergeCounters) {
     m.unmatched += c.unmatched;
     m.sent_overflow += c.sent_overflow;
     m.arrival_overflow += c.arrival_overflow;
+    m.offset_lowered += c.offset_lowered;
+    m.first_arrival_ns = match (m.first_arrival_ns, c.first_arrival_ns) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
 }
 
 /// One peer capture: connect, ask, and pass the records on until the end or `stop`.

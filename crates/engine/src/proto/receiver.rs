@@ -770,6 +770,56 @@ mod tests {
     }
 
     #[test]
+    fn capture_requests_are_the_peers_own_flows_and_capped() {
+        let t0 = Instant::now();
+        let mut rx = Receiver::new(4);
+        let me: IpAddr = "10.0.0.1".parse().unwrap();
+        let ask = |sender: &str, max_ms, max_records| Control::CaptureStart {
+            sender: sender.parse().unwrap(),
+            receiver: "10.0.2.2:5001".parse().unwrap(),
+            max_ms,
+            max_records,
+        };
+        // The asking host's own flow: admitted, duration and records capped.
+        let mut ss = session(&mut rx, 100).with_peer(me);
+        ss.handle_bytes(&frame(&ask("10.0.0.1:40000", u32::MAX, u32::MAX)));
+        assert_eq!(
+            ss.poll_control(t0),
+            Ok(Flow::Capture {
+                sender: "10.0.0.1:40000".parse().unwrap(),
+                receiver: "10.0.2.2:5001".parse().unwrap(),
+                until: t0 + MAX_CAPTURE,
+                max_records: MAX_CAPTURE_RECORDS,
+            })
+        );
+        // Another host's flow: refused with a reason, and the session ends.
+        let mut ss = session(&mut rx, 100).with_peer(me);
+        ss.handle_bytes(&frame(&ask("10.0.0.9:40000", 1000, 10)));
+        assert_eq!(
+            ss.poll_control(t0),
+            Err(ProtoError::Unexpected("CaptureStart"))
+        );
+        let t = ss.poll_transmit(t0, &mut rx).unwrap();
+        let (Ok(Some((Control::Error { code, message }, _))),) = (Control::decode_frame(&t.bytes),)
+        else {
+            panic!("an error goes back");
+        };
+        assert_eq!(code, code::CAPTURE);
+        assert!(message.contains("not this session's peer"), "{message}");
+        // A session whose peer is unknown asks for nothing; nor one that measured a train.
+        let mut ss = session(&mut rx, 100);
+        ss.handle_bytes(&frame(&ask("10.0.0.1:40000", 1000, 10)));
+        assert!(ss.poll_control(t0).is_err());
+        let mut ss = session(&mut rx, 100).with_peer(me);
+        start(&mut ss, t0, 1, 5000);
+        ss.handle_bytes(&frame(&ask("10.0.0.1:40000", 1000, 10)));
+        assert_eq!(
+            ss.poll_control(t0),
+            Err(ProtoError::Unexpected("CaptureStart"))
+        );
+    }
+
+    #[test]
     fn close_ends_and_unexpected_messages_get_an_error() {
         let t0 = Instant::now();
         let mut rx = Receiver::new(4);
