@@ -100,6 +100,18 @@ pub struct WrenParams {
     /// Contiguous segments this close together (ns) form one unit, as a TSO/GSO super-segment
     /// does: a line-rate micro-burst. 0 = every segment is its own unit (Wren as published).
     pub burst_gap_ns: u64,
+    /// An ACK ends the pending unit (time has moved on). Off for two-sided analysis: there the
+    /// ACKs are arrivals shifted by an estimated clock offset, so where one falls among the
+    /// sender's segments depends on that estimate — units must be cut by the data alone.
+    pub ack_ends_unit: bool,
+}
+
+impl WrenParams {
+    /// These parameters for two-sided analysis (see [`WrenParams::ack_ends_unit`]).
+    pub fn two_sided(mut self) -> Self {
+        self.ack_ends_unit = false;
+        self
+    }
 }
 
 impl Default for WrenParams {
@@ -116,6 +128,7 @@ impl Default for WrenParams {
             max_in_flight: 65_536,
             idle_ns: 60_000_000_000,
             burst_gap_ns: 30_000,
+            ack_ends_unit: true,
         }
     }
 }
@@ -356,6 +369,7 @@ impl Wren {
                 u.end = end;
                 u.bits += bits;
                 u.ts = s.ts_ns;
+                u.ack_ts = None;
                 counters.coalesced += 1;
             } else {
                 flush_unit(f, &p, &mut counters);
@@ -395,9 +409,10 @@ impl Wren {
         f.last_seen = s.ts_ns;
         let p = self.p;
         // The pending unit is complete once time has moved past the burst or this ACK covers it.
-        if f.unit
-            .as_ref()
-            .is_some_and(|u| s.ts_ns.saturating_sub(u.ts) > p.burst_gap_ns || seq_le(u.end, s.ack))
+        if p.ack_ends_unit
+            && f.unit.as_ref().is_some_and(|u| {
+                s.ts_ns.saturating_sub(u.ts) > p.burst_gap_ns || seq_le(u.end, s.ack)
+            })
         {
             let mut c = WrenCounters::default();
             flush_unit(f, &p, &mut c);
@@ -408,6 +423,18 @@ impl Wren {
         };
         let mut explicit = 0;
         let dup = f.last_ack == Some(s.ack);
+        // Two-sided: the pending unit stays open; an arrival of its end is its ACK (a segment
+        // that joins it later clears that: the unit's ACK is its new end's).
+        if !p.ack_ends_unit && !dup {
+            if let Some(u) = f
+                .unit
+                .as_mut()
+                .filter(|u| u.end == s.ack && u.ack_ts.is_none())
+            {
+                u.ack_ts = Some(s.ts_ns);
+                explicit += 1;
+            }
+        }
         if !dup {
             while let Some(&(end, id, idx)) = f.unacked.front() {
                 if !seq_le(end, s.ack) {
@@ -968,7 +995,8 @@ mod tests {
             WrenParams {
                 window_ns: 10_000_000_000,
                 ..WrenParams::default()
-            },
+            }
+            .two_sided(),
         );
         assert_eq!(trains.len(), 9, "{:?} {trains:?}", w.counters());
         let e = est.first().unwrap_or_else(|| panic!("{trains:#?}"));

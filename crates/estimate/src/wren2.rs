@@ -236,10 +236,13 @@ mod tests {
         for burst in 0..60u64 {
             let rate = 10e6 + (burst % 10) as f64 * 8e6;
             let gap = ((MSS + 66) as f64 * 8.0 / rate * 1e9) as u64;
-            for _ in 0..30 {
-                let s = seg(t, seq);
+            // Pairs 10 µs apart (a delayed ACK's release, a pacing quantum): each pair is one
+            // unit, pairs `2 gap` apart.
+            for k in 0..30u64 {
+                let at = t + (k / 2) * 2 * gap + (k % 2) * 10_000;
+                let s = seg(at, seq);
                 let serve = ((MSS + 66) as f64 * 8.0 / cap * 1e9) as u64;
-                free_at = free_at.max(t + prop) + serve;
+                free_at = free_at.max(at + prop) + serve;
                 let mut r = s;
                 r.ts_ns = free_at + 3_000_000_000;
                 // A receiver's capture carries its own ACK number; records do not.
@@ -247,15 +250,15 @@ mod tests {
                 sent.push(s);
                 recv.push(r);
                 seq = seq.wrapping_add(MSS);
-                t += gap;
             }
+            t += 30 * gap;
             t += 40_000_000;
         }
         (sent, recv)
     }
 
     fn analyse(stream: &[Segment]) -> (Vec<crate::wren::TrainReport>, Vec<f64>) {
-        let mut w = Wren::new(WrenParams::default());
+        let mut w = Wren::new(WrenParams::default().two_sided());
         for s in stream {
             w.handle_segment(s);
         }
@@ -306,6 +309,28 @@ mod tests {
         // An idle 50 Mbit/s bottleneck: the highest lower bound is the 50 Mbit/s burst, the
         // 58 Mbit/s one queued (gap rounding to whole ns allows 0.01%).
         assert!(e_off.iter().all(|v| (*v - 50e6).abs() < 5e3), "{e_off:?}");
+    }
+
+    /// The clock offset only places ACKs among data: any offset up to the smallest one-way
+    /// delay gives the same trains, verdicts and estimates (what lets the live merge, whose
+    /// offset is the smallest seen so far, equal the offline one).
+    #[test]
+    fn two_sided_analysis_does_not_depend_on_the_offset() {
+        let (sent, recv) = flow();
+        let min = crate::wren::two_sided_offset(&sent, &recv).unwrap();
+        let judged = |o: i128| {
+            let (t, e) = analyse(&merge_two_sided_with(&sent, &recv, o));
+            let t: Vec<_> = t
+                .iter()
+                .map(|t| (t.start_ns, t.isr_bps, t.verdict))
+                .collect();
+            (t, e)
+        };
+        let base = judged(min);
+        assert!(!base.1.is_empty());
+        for less in [1, 7_000, 29_000, 31_000, 2_000_000, 300_000_000] {
+            assert_eq!(judged(min - less), base, "offset lower by {less} ns");
+        }
     }
 
     #[test]

@@ -476,10 +476,13 @@ pub fn offline_two_sided(
 ) -> Result<Vec<PassiveEstimate>> {
     let (s, r) = (read_pcap(sender)?, read_pcap(receiver)?);
     let merged = merge_two_sided(&s, &r);
-    let mut w = Wren::new(WrenParams {
-        window_ns: WINDOW_NS,
-        ..WrenParams::default()
-    })
+    let mut w = Wren::new(
+        WrenParams {
+            window_ns: WINDOW_NS,
+            ..WrenParams::default()
+        }
+        .two_sided(),
+    )
     .with_local(vec![local]);
     for seg in &merged {
         w.handle_segment(seg);

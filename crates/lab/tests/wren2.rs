@@ -291,7 +291,7 @@ fn service_stores_wren2_beside_wren() {
     };
     let key = rig.key.clone();
     let svc = spawn_in(&rig.a_ns, "service", move || {
-        Ok(Service::start(&cfg, key).map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))?)
+        Service::start(&cfg, key).map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
     })
     .unwrap()
     .join()
@@ -326,7 +326,10 @@ fn service_stores_wren2_beside_wren() {
     drop(flow);
     let view = svc.hub().passive();
     let _ = svc.stop();
-    assert!(wren >= 3 && wren2 >= 3, "wren {wren} wren2 {wren2} {view:?}");
+    assert!(
+        wren >= 3 && wren2 >= 3,
+        "wren {wren} wren2 {wren2} {view:?}"
+    );
     let c = &view[0].counters;
     assert_eq!((c.wren2_requests, c.wren2_failures), (1, 0), "{view:?}");
     assert!(c.wren2_estimates >= 3, "{view:?}");

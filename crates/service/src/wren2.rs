@@ -100,10 +100,13 @@ impl TwoSided {
             pacer,
             local,
             flows: HashMap::new(),
-            wren: Wren::new(WrenParams {
-                window_ns,
-                ..WrenParams::default()
-            }),
+            wren: Wren::new(
+                WrenParams {
+                    window_ns,
+                    ..WrenParams::default()
+                }
+                .two_sided(),
+            ),
             counters: TwoSidedCounters::default(),
             merged_before: MergeCounters::default(),
             dropped_batches: Default::default(),
