@@ -32,7 +32,20 @@ pub fn feed_wren<E>(
     cap: &mut LiveCapture,
     wren: &mut Wren,
     every: Duration,
+    stop: impl FnMut() -> bool,
+    on_poll: impl FnMut(&mut Wren, &mut LiveCapture, Poll) -> Result<(), E>,
+) -> Result<u64, FeedError<E>> {
+    feed_wren_and(cap, wren, every, stop, |_| {}, on_poll)
+}
+
+/// [`feed_wren`], also handing every segment to `also` (a second analysis of the same capture,
+/// e.g. two-sided Wren).
+pub fn feed_wren_and<E>(
+    cap: &mut LiveCapture,
+    wren: &mut Wren,
+    every: Duration,
     mut stop: impl FnMut() -> bool,
+    mut also: impl FnMut(&mgrp_estimate::wren::Segment),
     mut on_poll: impl FnMut(&mut Wren, &mut LiveCapture, Poll) -> Result<(), E>,
 ) -> Result<u64, FeedError<E>> {
     let mut segments = 0u64;
@@ -41,6 +54,7 @@ pub fn feed_wren<E>(
         if let Some(s) = cap.next_segment()? {
             segments += 1;
             wren.handle_segment(&s);
+            also(&s);
         }
         if last.elapsed() >= every {
             last = Instant::now();

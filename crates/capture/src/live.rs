@@ -39,7 +39,11 @@ impl LiveCapture {
     pub fn open(iface: &str, filter: Option<&str>, save: Option<&Path>) -> Result<Self, Error> {
         let fail = |what: &str, e: pcap::Error| {
             let hint = match &e {
-                pcap::Error::PcapError(m) if m.contains("ermission") || m.contains("EPERM") => {
+                pcap::Error::PcapError(m)
+                    if m.contains("ermission")
+                        || m.contains("EPERM")
+                        || m.contains("not permitted") =>
+                {
                     " (live capture needs root or CAP_NET_RAW)"
                 }
                 _ => "",

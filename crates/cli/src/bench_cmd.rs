@@ -39,6 +39,9 @@ pub enum BenchCmd {
     Inline(crate::inline_bench::InlineBench),
     /// Netmapper: a map of many paths' links with bottlenecks, against the testbed's truth.
     Map(crate::map_bench::MapBench),
+    /// Two-sided Wren live (the peer agent's arrival records) against one-sided and offline
+    /// two-sided, on chain3 with cross traffic on every link.
+    Wren2(crate::wren2_bench::Wren2Bench),
 }
 
 #[derive(Args)]
@@ -127,6 +130,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Loss(b) => crate::loss_bench::run(b),
         BenchCmd::Inline(b) => crate::inline_bench::run(b),
         BenchCmd::Map(b) => crate::map_bench::run(b),
+        BenchCmd::Wren2(b) => crate::wren2_bench::run(b),
     }
 }
 

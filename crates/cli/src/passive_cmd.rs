@@ -140,12 +140,15 @@ pub fn run(a: PassiveArgs) -> Result<()> {
     if a.window < Duration::from_millis(10) || a.window > Duration::from_secs(3600) {
         bail!("--window must be between 10ms and 1h");
     }
-    let params = WrenParams {
+    let mut params = WrenParams {
         rate_tolerance: a.rate_tolerance,
         min_train: a.min_train,
         window_ns: a.window.as_nanos() as u64,
         ..WrenParams::default()
     };
+    if a.peer_pcap.is_some() {
+        params = params.two_sided();
+    }
     let mut out = Printer {
         json: a.json,
         trains: a.trains,

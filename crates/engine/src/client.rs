@@ -31,6 +31,8 @@ pub struct Session {
     tx_id: u32,
     /// Riders to this peer travel in our probes.
     riders: Option<Arc<crate::riders::RiderSender>>,
+    /// The connection was handed on (a capture): dropping the session must not say Close.
+    handed_on: bool,
 }
 
 impl Session {
@@ -119,6 +121,7 @@ impl Session {
             tx_stamps,
             tx_id: 0,
             riders: None,
+            handed_on: false,
         })
     }
 
@@ -341,6 +344,91 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Ask the peer agent to capture the data segments `sender` (our end of a TCP flow) sends
+    /// to `receiver` (the peer's end) as they arrive there, for at most `max` and
+    /// `max_records`; this session's connection then carries the records back. Only a session
+    /// that has sent no train may become a capture.
+    pub fn into_capture(
+        mut self,
+        sender: SocketAddr,
+        receiver: SocketAddr,
+        max: Duration,
+        max_records: u32,
+    ) -> Result<PeerCapture, Error> {
+        let stream = self
+            .ctrl
+            .conn
+            .stream
+            .try_clone()
+            .map_err(|e| Error::io("clone the control socket", e))?;
+        self.ctrl.send(&Control::CaptureStart {
+            sender,
+            receiver,
+            max_ms: max.min(crate::proto::MAX_CAPTURE).as_millis() as u32,
+            max_records,
+        })?;
+        self.handed_on = true;
+        let peer = self.peer;
+        drop(self);
+        Ok(PeerCapture {
+            ctrl: ClientConn::new(stream),
+            peer,
+            ended: false,
+        })
+    }
+}
+
+/// What a peer's capture sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaptureEvent {
+    /// Arrivals, in the peer's capture order.
+    Batch(Vec<mgrp_wire::control::SegRecord>),
+    /// The capture is over: `records` were sent, `dropped` were not.
+    End { records: u64, dropped: u64 },
+}
+
+/// A capture of one of our flows running at the peer agent (see [`Session::into_capture`]).
+pub struct PeerCapture {
+    ctrl: ClientConn,
+    peer: SocketAddr,
+    ended: bool,
+}
+
+impl PeerCapture {
+    /// The next batch or the end, waiting at most until `deadline` (`Ok(None)`: nothing yet).
+    /// A refusal or failure at the peer comes back as its error text.
+    pub fn recv(&mut self, deadline: Instant) -> Result<Option<CaptureEvent>, Error> {
+        if self.ended {
+            return Ok(Some(CaptureEvent::End {
+                records: 0,
+                dropped: 0,
+            }));
+        }
+        let proto = |cause| Error::Protocol {
+            peer: self.peer.to_string(),
+            cause,
+        };
+        match self.ctrl.recv(deadline) {
+            Ok(None) => Ok(None),
+            Ok(Some(Control::CaptureBatch { records })) => Ok(Some(CaptureEvent::Batch(records))),
+            Ok(Some(Control::CaptureEnd { records, dropped })) => {
+                self.ended = true;
+                Ok(Some(CaptureEvent::End { records, dropped }))
+            }
+            Ok(Some(Control::Error { code, message })) => {
+                self.ended = true;
+                Err(proto(crate::proto::ProtoError::PeerError { code, message }))
+            }
+            Ok(Some(other)) => Err(proto(crate::proto::ProtoError::Unexpected(
+                crate::proto::kind(&other),
+            ))),
+            Err(RecvError::Proto(e)) => Err(proto(e)),
+            Err(RecvError::Io(e)) => Err(Error::io(format!("read from {}", self.peer), e)),
+        }
+    }
+}
+
 /// What the matcher needs of each probe as it left.
 fn sent(spec: &TrainSpec, sends: &[crate::train::SendRecord]) -> Vec<SentProbe> {
     spec.probes
@@ -375,6 +463,8 @@ impl Drop for Session {
         if let (Some(r), std::net::IpAddr::V4(d)) = (&self.riders, self.peer.ip()) {
             r.unlink(d, self.proto.session());
         }
-        let _ = self.ctrl.send(&Control::Close);
+        if !self.handed_on {
+            let _ = self.ctrl.send(&Control::Close);
+        }
     }
 }

@@ -23,6 +23,7 @@ pub mod slops;
 pub mod sweep;
 pub mod trend;
 pub mod wren;
+pub mod wren2;
 
 use serde::Serialize;
 

@@ -100,6 +100,18 @@ pub struct WrenParams {
     /// Contiguous segments this close together (ns) form one unit, as a TSO/GSO super-segment
     /// does: a line-rate micro-burst. 0 = every segment is its own unit (Wren as published).
     pub burst_gap_ns: u64,
+    /// An ACK ends the pending unit (time has moved on). Off for two-sided analysis: there the
+    /// ACKs are arrivals shifted by an estimated clock offset, so where one falls among the
+    /// sender's segments depends on that estimate — units must be cut by the data alone.
+    pub ack_ends_unit: bool,
+}
+
+impl WrenParams {
+    /// These parameters for two-sided analysis (see [`WrenParams::ack_ends_unit`]).
+    pub fn two_sided(mut self) -> Self {
+        self.ack_ends_unit = false;
+        self
+    }
 }
 
 impl Default for WrenParams {
@@ -116,6 +128,7 @@ impl Default for WrenParams {
             max_in_flight: 65_536,
             idle_ns: 60_000_000_000,
             burst_gap_ns: 30_000,
+            ack_ends_unit: true,
         }
     }
 }
@@ -356,6 +369,7 @@ impl Wren {
                 u.end = end;
                 u.bits += bits;
                 u.ts = s.ts_ns;
+                u.ack_ts = None;
                 counters.coalesced += 1;
             } else {
                 flush_unit(f, &p, &mut counters);
@@ -395,9 +409,10 @@ impl Wren {
         f.last_seen = s.ts_ns;
         let p = self.p;
         // The pending unit is complete once time has moved past the burst or this ACK covers it.
-        if f.unit
-            .as_ref()
-            .is_some_and(|u| s.ts_ns.saturating_sub(u.ts) > p.burst_gap_ns || seq_le(u.end, s.ack))
+        if p.ack_ends_unit
+            && f.unit.as_ref().is_some_and(|u| {
+                s.ts_ns.saturating_sub(u.ts) > p.burst_gap_ns || seq_le(u.end, s.ack)
+            })
         {
             let mut c = WrenCounters::default();
             flush_unit(f, &p, &mut c);
@@ -408,6 +423,18 @@ impl Wren {
         };
         let mut explicit = 0;
         let dup = f.last_ack == Some(s.ack);
+        // Two-sided: the pending unit stays open; an arrival of its end is its ACK (a segment
+        // that joins it later clears that: the unit's ACK is its new end's).
+        if !p.ack_ends_unit && !dup {
+            if let Some(u) = f
+                .unit
+                .as_mut()
+                .filter(|u| u.end == s.ack && u.ack_ts.is_none())
+            {
+                u.ack_ts = Some(s.ts_ns);
+                explicit += 1;
+            }
+        }
         if !dup {
             while let Some(&(end, id, idx)) = f.unacked.front() {
                 if !seq_le(end, s.ack) {
@@ -640,33 +667,39 @@ impl Wren {
 /// rates nor trends (skew over a train's milliseconds is negligible). The sender's own ACKs are
 /// left out. Returns the merged stream in time order, ready for [`Wren::handle_segment`].
 pub fn merge_two_sided(sender: &[Segment], receiver: &[Segment]) -> Vec<Segment> {
-    let key = |s: &Segment| (s.src, s.dst, s.seq, s.payload);
+    let offset = two_sided_offset(sender, receiver).unwrap_or(0);
+    merge_two_sided_with(sender, receiver, offset)
+}
+
+fn two_sided_key(s: &Segment) -> (SocketAddr, SocketAddr, u32, u32) {
+    (s.src, s.dst, s.seq, s.payload)
+}
+
+fn is_data(s: &Segment) -> bool {
+    s.payload > 0 && !s.control
+}
+
+/// The smallest (receive − send) time over the receiver's data segments the sender also saw
+/// (`None` if none match): subtracted from arrivals, it makes the smallest one-way delay zero.
+pub fn two_sided_offset(sender: &[Segment], receiver: &[Segment]) -> Option<i128> {
     let sent: HashMap<_, u64> = sender
         .iter()
-        .filter(|s| s.payload > 0 && !s.control)
-        .map(|s| (key(s), s.ts_ns))
+        .filter(|s| is_data(s))
+        .map(|s| (two_sided_key(s), s.ts_ns))
         .collect();
-    let arrivals: Vec<(&Segment, u64)> = receiver
+    receiver
         .iter()
-        .filter(|r| r.payload > 0 && !r.control)
-        .filter_map(|r| sent.get(&key(r)).map(|tx| (r, *tx)))
-        .collect();
-    let offset = arrivals
-        .iter()
-        .map(|(r, tx)| r.ts_ns as i128 - *tx as i128)
-        .min()
-        .unwrap_or(0);
-    let mut out: Vec<Segment> = sender
-        .iter()
-        .filter(|s| s.payload > 0 && !s.control)
-        .copied()
-        .map(|mut s| {
-            // Data only: the ACKs come from the receiver's side below.
-            s.has_ack = false;
-            s
+        .filter(|r| is_data(r))
+        .filter_map(|r| {
+            sent.get(&two_sided_key(r))
+                .map(|tx| r.ts_ns as i128 - *tx as i128)
         })
-        .collect();
-    out.extend(arrivals.iter().map(|(r, _)| Segment {
+        .min()
+}
+
+/// The synthetic ACK a receiver's arrival of `r` stands for, at its arrival time less `offset`.
+fn arrival_ack(r: &Segment, offset: i128) -> Segment {
+    Segment {
         ts_ns: (r.ts_ns as i128 - offset).max(0) as u64,
         src: r.dst,
         dst: r.src,
@@ -678,7 +711,38 @@ pub fn merge_two_sided(sender: &[Segment], receiver: &[Segment]) -> Vec<Segment>
         frame_bytes: 0,
         sack: [(0, 0); 4],
         sack_len: 0,
-    }));
+    }
+}
+
+/// [`merge_two_sided`] with the clock offset given: the sender's data segments, then one
+/// synthetic ACK per receiver arrival of a segment the sender sent, stable-sorted by time (data
+/// before ACKs at equal times). The live merge ([`crate::wren2::LiveMerge`]) calls this too.
+pub fn merge_two_sided_with(
+    sender: &[Segment],
+    receiver: &[Segment],
+    offset: i128,
+) -> Vec<Segment> {
+    let sent: std::collections::HashSet<_> = sender
+        .iter()
+        .filter(|s| is_data(s))
+        .map(two_sided_key)
+        .collect();
+    let mut out: Vec<Segment> = sender
+        .iter()
+        .filter(|s| is_data(s))
+        .copied()
+        .map(|mut s| {
+            // Data only: the ACKs come from the receiver's side below.
+            s.has_ack = false;
+            s
+        })
+        .collect();
+    out.extend(
+        receiver
+            .iter()
+            .filter(|r| is_data(r) && sent.contains(&two_sided_key(r)))
+            .map(|r| arrival_ack(r, offset)),
+    );
     out.sort_by_key(|s| s.ts_ns);
     out
 }
@@ -931,7 +995,8 @@ mod tests {
             WrenParams {
                 window_ns: 10_000_000_000,
                 ..WrenParams::default()
-            },
+            }
+            .two_sided(),
         );
         assert_eq!(trains.len(), 9, "{:?} {trains:?}", w.counters());
         let e = est.first().unwrap_or_else(|| panic!("{trains:#?}"));

@@ -434,6 +434,7 @@ impl ProxyRig {
                 iface: t.dev(t.links_of(src)[0], src).to_string(),
                 flow: Some(format!("port {REPLICA_PORT}")),
                 window: Duration::from_secs(1),
+                peer: None,
             }],
             ..ServiceConfig::default()
         };

@@ -29,6 +29,8 @@
 //! iface = "eth0"
 //! flow = "tcp port 443"                  # optional capture filter
 //! window = "1s"                          # one estimate per flow per window
+//! peer = "198.18.3.2:7240"               # optional: the receiving host's agent; adds two-sided
+//!                                        # Wren (`wren2`) on flows sent to it (docs/passive.md)
 //!
 //! [transfer]                             # eBPF transfer modes fed by these estimates
 //! modes = ["background", "full-speed", "ledbat"]   # congestion controls to register (default all)
@@ -88,6 +90,9 @@ pub struct PassiveSource {
     /// A capture filter (pcap syntax) ANDed with `tcp`.
     pub flow: Option<String>,
     pub window: Duration,
+    /// The peer agent (control address) of the monitored flows: with it, two-sided Wren
+    /// (`wren2`) runs beside one-sided Wren on the flows sent to that host.
+    pub peer: Option<SocketAddr>,
 }
 
 /// Riders: which of the host's traffic rides in this agent's probes.
@@ -209,6 +214,7 @@ struct RawPassive {
     iface: String,
     flow: Option<String>,
     window: Option<String>,
+    peer: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -481,10 +487,18 @@ impl ServiceConfig {
             if window < Duration::from_millis(100) || window > Duration::from_secs(3600) {
                 return Err(at("window must be 100ms..=1h".into()));
             }
+            let peer = match p.peer.as_deref() {
+                None => None,
+                Some(a) => Some(
+                    a.parse::<SocketAddr>()
+                        .map_err(|_| at(format!("peer {a:?}: use the agent's ADDRESS:PORT")))?,
+                ),
+            };
             c.passive.push(PassiveSource {
                 iface: p.iface,
                 flow: p.flow.filter(|f| !f.trim().is_empty()),
                 window,
+                peer,
             });
         }
         if let Some(t) = raw.transfer {
@@ -707,7 +721,8 @@ mod tests {
             vec![PassiveSource {
                 iface: "eth0".into(),
                 flow: Some("port 443".into()),
-                window: Duration::from_secs(1)
+                window: Duration::from_secs(1),
+                peer: None,
             }]
         );
         let empty = ServiceConfig::parse("").unwrap();

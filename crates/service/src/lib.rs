@@ -26,6 +26,7 @@ pub mod schedule;
 pub mod service;
 pub mod transfer;
 pub mod watch;
+pub mod wren2;
 
 pub use archive::Archive;
 pub use hub::{counter_pairs, AgentCounters, Hub};

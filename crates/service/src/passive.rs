@@ -22,6 +22,12 @@ mgrp_counters::counters! {
         capture_dropped,
         /// Passive source errors (capture, store)
         errors,
+        /// Two-sided (wren2) estimates stored
+        wren2_estimates,
+        /// Two-sided peer captures asked for
+        wren2_requests,
+        /// Two-sided peer captures refused or failed
+        wren2_failures,
     }
 }
 
@@ -53,6 +59,15 @@ impl PassiveState {
         }
     }
 
+    /// Keep `why` as the last error without counting it (counted where it happened).
+    fn note(&self, why: &str) {
+        if let Ok(mut last) = self.last_error.lock() {
+            if last.as_deref() != Some(why) {
+                *last = Some(why.to_string());
+            }
+        }
+    }
+
     fn fail(&self, src: &PassiveSource, why: &str) {
         self.counters.bump(&self.counters.errors, 1);
         if let Ok(mut last) = self.last_error.lock() {
@@ -66,9 +81,9 @@ impl PassiveState {
 
 /// Capture on the source's interface until told to stop; a capture that fails is opened again
 /// after a pause (the interface may come back).
-pub(crate) fn run(src: &PassiveSource, st: &PassiveState, hub: &Hub) {
+pub(crate) fn run(src: &PassiveSource, st: &PassiveState, hub: &Hub, peer: Option<PeerAccess>) {
     while !st.stop.load(Ordering::Relaxed) {
-        if let Err(e) = capture(src, st, hub) {
+        if let Err(e) = capture(src, st, hub, peer.as_ref()) {
             st.fail(src, &e);
             let until = Instant::now() + Duration::from_secs(5);
             while !st.stop.load(Ordering::Relaxed) && Instant::now() < until {
@@ -78,7 +93,19 @@ pub(crate) fn run(src: &PassiveSource, st: &PassiveState, hub: &Hub) {
     }
 }
 
-fn capture(src: &PassiveSource, st: &PassiveState, hub: &Hub) -> Result<(), String> {
+/// What a source needs to ask its peer agent for arrivals (two-sided Wren).
+#[derive(Clone)]
+pub(crate) struct PeerAccess {
+    pub key: mgrp_engine::auth::Key,
+    pub pacer: std::sync::Arc<mgrp_engine::pacer::Pacer>,
+}
+
+fn capture(
+    src: &PassiveSource,
+    st: &PassiveState,
+    hub: &Hub,
+    access: Option<&PeerAccess>,
+) -> Result<(), String> {
     let mut cap =
         LiveCapture::open(&src.iface, src.flow.as_deref(), None).map_err(|e| e.to_string())?;
     let local = interface_addrs(&src.iface).map_err(|e| e.to_string())?;
@@ -89,13 +116,30 @@ fn capture(src: &PassiveSource, st: &PassiveState, hub: &Hub) -> Result<(), Stri
         window_ns: src.window.as_nanos() as u64,
         ..WrenParams::default()
     })
-    .with_local(local);
+    .with_local(local.clone());
+    let two = match (src.peer, access) {
+        (Some(peer), Some(a)) => Some(crate::wren2::TwoSided::new(
+            peer,
+            a.key.clone(),
+            a.pacer.clone(),
+            local,
+            src.window.as_nanos() as u64,
+        )),
+        _ => None,
+    };
+    // Both the per-segment hook and the poll use it, one at a time.
+    let two_cell = std::cell::RefCell::new(two);
     let dropped0 = cap.stats().dropped;
     // Counted across captures: a reopened one adds to what the earlier ones fed.
     let segments0 = st.counters.segments.load(Ordering::Relaxed);
     let stop = || st.stop.load(Ordering::Relaxed);
     let every = Duration::from_millis(100);
-    mgrp_capture::feed::feed_wren(&mut cap, &mut wren, every, stop, |wren, cap, poll| {
+    let also = |s: &mgrp_estimate::wren::Segment| {
+        if let Some(t) = two_cell.borrow_mut().as_mut() {
+            t.handle_segment(s);
+        }
+    };
+    mgrp_capture::feed::feed_wren_and(&mut cap, &mut wren, every, stop, also, |wren, cap, poll| {
         st.counters
             .segments
             .store(segments0 + poll.segments, Ordering::Relaxed);
@@ -103,11 +147,31 @@ fn capture(src: &PassiveSource, st: &PassiveState, hub: &Hub) -> Result<(), Stri
             cap.stats().dropped.saturating_sub(dropped0),
             Ordering::Relaxed,
         );
-        let recs: Vec<Record> = wren
+        let mut recs: Vec<Record> = wren
             .poll_estimates(poll.now_ns)
             .iter()
             .map(crate::record::from_passive)
             .collect();
+        if let Some(t) = two_cell.borrow_mut().as_mut() {
+            let two: Vec<Record> = t
+                .poll(poll.now_ns)
+                .iter()
+                .map(crate::record::from_passive)
+                .collect();
+            st.counters
+                .bump(&st.counters.wren2_estimates, two.len() as u64);
+            let c = t.counters();
+            st.counters
+                .wren2_requests
+                .store(c.requests, Ordering::Relaxed);
+            st.counters
+                .wren2_failures
+                .store(c.failures, Ordering::Relaxed);
+            if let Some(e) = c.last_error {
+                st.note(&e);
+            }
+            recs.extend(two);
+        }
         if !recs.is_empty() {
             hub.publish(&recs).map_err(|e| e.to_string())?;
             st.counters.bump(&st.counters.estimates, recs.len() as u64);

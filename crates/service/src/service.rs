@@ -228,9 +228,19 @@ impl Service {
     fn start_passive(&mut self, src: PassiveSource) -> Result<(), Error> {
         let state = Arc::new(PassiveState::default());
         let (hub, st, s) = (self.hub.clone(), state.clone(), src.clone());
+        let peer = match src.peer {
+            Some(_) => Some(passive::PeerAccess {
+                key: self.key.clone(),
+                pacer: match &self.pacer {
+                    Some(p) => p.clone(),
+                    None => self.pacer.insert(Arc::new(Pacer::spawn()?)).clone(),
+                },
+            }),
+            None => None,
+        };
         let thread = std::thread::Builder::new()
             .name(format!("passive-{}", src.iface))
-            .spawn(move || passive::run(&s, &st, &hub))
+            .spawn(move || passive::run(&s, &st, &hub, peer))
             .map_err(|e| Error::Thread("passive", e))?;
         self.passive.push(RunningPassive { src, state, thread });
         self.publish_passive();

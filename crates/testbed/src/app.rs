@@ -108,10 +108,23 @@ impl AppFlow {
         let dst: SocketAddr = format!("{}:{port}", to.addr())
             .parse()
             .expect("valid address");
+        Self::start_in(&tb.ns(from), &tb.ns(to), dst, pattern, cc, max)
+    }
+
+    /// Like [`AppFlow::start`] between any two namespaces (a topology's hosts): the sink
+    /// listens on `dst` in `to_ns`, the source runs in `from_ns`.
+    pub fn start_in(
+        from_ns: &str,
+        to_ns: &str,
+        dst: SocketAddr,
+        pattern: AppPattern,
+        cc: Option<String>,
+        max: Duration,
+    ) -> Result<AppFlow, Error> {
         let sink = Arc::new(SinkCounters::default());
         let (tx, rx) = std::sync::mpsc::channel();
         let s2 = sink.clone();
-        let sinks = spawn_in(&tb.ns(to), "app-sink", move || tcp_sink(dst, 1, s2, tx))?;
+        let sinks = spawn_in(to_ns, "app-sink", move || tcp_sink(dst, 1, s2, tx))?;
         match rx.recv_timeout(Duration::from_secs(5)) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(Error::Generator(e)),
@@ -122,7 +135,7 @@ impl AppFlow {
         let start_ns = now_ns();
         let end_ns = start_ns + max.as_nanos() as u64;
         let (st, se, me) = (stop.clone(), sent.clone(), messages.clone());
-        let sender = spawn_in(&tb.ns(from), "app-src", move || {
+        let sender = spawn_in(from_ns, "app-src", move || {
             app_source(dst, cc.as_deref(), pattern, &st, &se, &me, end_ns)
         })?;
         Ok(AppFlow {

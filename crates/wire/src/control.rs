@@ -43,6 +43,22 @@ pub const RX_RECORD_LEN: usize = 2 + 2 + 8 + 8;
 /// Bytes of a report before its records: train, truncated flag, count.
 pub const REPORT_BASE_LEN: usize = 4 + 1 + 2;
 
+/// One data segment of a captured flow as the peer saw it arrive (two-sided Wren): the flow's
+/// 4-tuple is said once, in [`Control::CaptureStart`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegRecord {
+    pub seq: u32,
+    /// TCP payload bytes.
+    pub len: u32,
+    /// Kernel capture timestamp (CLOCK_REALTIME, ns).
+    pub rx_ns: u64,
+}
+
+/// Bytes of one [`SegRecord`] in a batch: seq, len, rx_ns.
+pub const SEG_RECORD_LEN: usize = 4 + 4 + 8;
+/// Most records in one [`Control::CaptureBatch`] (64 KiB of records).
+pub const MAX_CAPTURE_BATCH: usize = 4096;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
     /// Client → server, first: proves knowledge of the key before the server says anything.
@@ -90,6 +106,53 @@ pub enum Control {
     Load {
         max_ms: u32,
     },
+    /// Client → server, on a connection of its own: capture the data segments `sender` sends
+    /// to `receiver` (a local address of the server) as they arrive, for at most `max_ms` and
+    /// `max_records`, and stream them back in [`Control::CaptureBatch`]es, then a
+    /// [`Control::CaptureEnd`]. `sender` must be the asking host.
+    CaptureStart {
+        sender: std::net::SocketAddr,
+        receiver: std::net::SocketAddr,
+        max_ms: u32,
+        max_records: u32,
+    },
+    /// Server → client: arrivals, in capture order (at most [`MAX_CAPTURE_BATCH`]).
+    CaptureBatch {
+        records: Vec<SegRecord>,
+    },
+    /// Server → client: the capture is over; `records` were sent, `dropped` were not (over the
+    /// record limit, or lost by the kernel's capture ring).
+    CaptureEnd {
+        records: u64,
+        dropped: u64,
+    },
+}
+
+fn addr_len(a: &std::net::SocketAddr) -> usize {
+    1 + if a.is_ipv4() { 4 } else { 16 } + 2
+}
+
+fn put_addr(out: &mut Vec<u8>, a: &std::net::SocketAddr) {
+    match a.ip() {
+        std::net::IpAddr::V4(v4) => {
+            out.push(4);
+            out.extend_from_slice(&v4.octets());
+        }
+        std::net::IpAddr::V6(v6) => {
+            out.push(6);
+            out.extend_from_slice(&v6.octets());
+        }
+    }
+    out.extend_from_slice(&a.port().to_be_bytes());
+}
+
+fn get_addr(r: &mut Reader<'_>) -> Result<std::net::SocketAddr, WireError> {
+    let ip: std::net::IpAddr = match r.u8()? {
+        4 => std::net::Ipv4Addr::from(r.array::<4>()?).into(),
+        6 => std::net::Ipv6Addr::from(r.array::<16>()?).into(),
+        _ => return Err(WireError::Bad("address family")),
+    };
+    Ok(std::net::SocketAddr::new(ip, r.u16()?))
 }
 
 /// The part of an error text that is sent: at most [`MAX_ERROR_TEXT`] bytes, cut on a
@@ -111,6 +174,9 @@ mod ty {
     pub const ERROR: u8 = 6;
     pub const CLOSE: u8 = 7;
     pub const LOAD: u8 = 8;
+    pub const CAPTURE_START: u8 = 9;
+    pub const CAPTURE_BATCH: u8 = 10;
+    pub const CAPTURE_END: u8 = 11;
 }
 
 /// Error codes in [`Control::Error`].
@@ -119,6 +185,8 @@ pub mod code {
     pub const BUSY: u16 = 2;
     pub const BUDGET: u16 = 3;
     pub const INTERNAL: u16 = 4;
+    /// A capture request refused: not allowed, not possible here, or too many at once.
+    pub const CAPTURE: u16 = 5;
 }
 
 impl Control {
@@ -136,6 +204,11 @@ impl Control {
                 Control::Error { message, .. } => 2 + 2 + error_text(message).len(),
                 Control::Close => 0,
                 Control::Load { .. } => 4,
+                Control::CaptureStart {
+                    sender, receiver, ..
+                } => addr_len(sender) + addr_len(receiver) + 4 + 4,
+                Control::CaptureBatch { records } => 2 + records.len() * SEG_RECORD_LEN,
+                Control::CaptureEnd { .. } => 8 + 8,
             }
     }
 
@@ -218,6 +291,39 @@ impl Control {
             Control::Load { max_ms } => {
                 out.extend_from_slice(&max_ms.to_be_bytes());
                 ty::LOAD
+            }
+            Control::CaptureStart {
+                sender,
+                receiver,
+                max_ms,
+                max_records,
+            } => {
+                put_addr(out, sender);
+                put_addr(out, receiver);
+                out.extend_from_slice(&max_ms.to_be_bytes());
+                out.extend_from_slice(&max_records.to_be_bytes());
+                ty::CAPTURE_START
+            }
+            Control::CaptureBatch { records } => {
+                if records.len() > MAX_CAPTURE_BATCH {
+                    out.truncate(start);
+                    return Err(WireError::TooLarge {
+                        len: records.len(),
+                        max: MAX_CAPTURE_BATCH,
+                    });
+                }
+                out.extend_from_slice(&(records.len() as u16).to_be_bytes());
+                for r in records {
+                    out.extend_from_slice(&r.seq.to_be_bytes());
+                    out.extend_from_slice(&r.len.to_be_bytes());
+                    out.extend_from_slice(&r.rx_ns.to_be_bytes());
+                }
+                ty::CAPTURE_BATCH
+            }
+            Control::CaptureEnd { records, dropped } => {
+                out.extend_from_slice(&records.to_be_bytes());
+                out.extend_from_slice(&dropped.to_be_bytes());
+                ty::CAPTURE_END
             }
         };
         let len = out.len() - start - FRAME_HEADER;
@@ -334,6 +440,37 @@ impl Control {
             }
             ty::CLOSE => Control::Close,
             ty::LOAD => Control::Load { max_ms: r.u32()? },
+            ty::CAPTURE_START => Control::CaptureStart {
+                sender: get_addr(&mut r)?,
+                receiver: get_addr(&mut r)?,
+                max_ms: r.u32()?,
+                max_records: r.u32()?,
+            },
+            ty::CAPTURE_BATCH => {
+                let n = r.u16()? as usize;
+                if n > MAX_CAPTURE_BATCH {
+                    return Err(WireError::TooLarge {
+                        len: n,
+                        max: MAX_CAPTURE_BATCH,
+                    });
+                }
+                if r.remaining() != n * SEG_RECORD_LEN {
+                    return Err(WireError::Bad("batch length disagrees with its count"));
+                }
+                let mut records = Vec::with_capacity(n);
+                for _ in 0..n {
+                    records.push(SegRecord {
+                        seq: r.u32()?,
+                        len: r.u32()?,
+                        rx_ns: r.u64()?,
+                    });
+                }
+                Control::CaptureBatch { records }
+            }
+            ty::CAPTURE_END => Control::CaptureEnd {
+                records: r.u64()?,
+                dropped: r.u64()?,
+            },
             other => return Err(WireError::UnknownType(other)),
         };
         if r.remaining() != 0 {
@@ -390,7 +527,53 @@ mod tests {
             },
             Control::Close,
             Control::Load { max_ms: 30_000 },
+            Control::CaptureStart {
+                sender: "10.0.0.1:40000".parse().unwrap(),
+                receiver: "[fd00::2]:5001".parse().unwrap(),
+                max_ms: 60_000,
+                max_records: 1_000_000,
+            },
+            Control::CaptureBatch {
+                records: vec![
+                    SegRecord {
+                        seq: 7,
+                        len: 1448,
+                        rx_ns: 99
+                    };
+                    5
+                ],
+            },
+            Control::CaptureEnd {
+                records: 5,
+                dropped: 1,
+            },
         ]
+    }
+
+    #[test]
+    fn oversized_capture_batches_are_refused_both_ways() {
+        let big = Control::CaptureBatch {
+            records: vec![
+                SegRecord {
+                    seq: 0,
+                    len: 0,
+                    rx_ns: 0
+                };
+                MAX_CAPTURE_BATCH + 1
+            ],
+        };
+        assert!(big.encode(&mut Vec::new()).is_err());
+        // A count over the limit on the wire, whatever follows.
+        let mut f = vec![ty::CAPTURE_BATCH, 0, 0, 0, 2];
+        f.extend(((MAX_CAPTURE_BATCH + 1) as u16).to_be_bytes());
+        assert!(matches!(
+            Control::decode_frame(&f),
+            Err(WireError::TooLarge { .. })
+        ));
+        // A bad address family.
+        let mut f = vec![ty::CAPTURE_START, 0, 0, 0, 1, 9];
+        f[4] = 1;
+        assert!(Control::decode_frame(&f).is_err());
     }
 
     #[test]

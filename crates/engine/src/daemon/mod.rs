@@ -91,6 +91,16 @@ mgrp_counters::counters! {
         loads,
         /// Bytes of load flows read and discarded
         load_bytes,
+        /// Flow captures run for peers (two-sided Wren)
+        captures,
+        /// Capture requests refused (not this host's address, too many at once, no capture privileges)
+        captures_refused,
+        /// Captures that failed while running
+        capture_errors,
+        /// Arrival records sent to peers
+        capture_records,
+        /// Arrivals not sent: over the request's record limit, or lost by the capture ring
+        capture_dropped,
     }
 }
 
@@ -108,6 +118,8 @@ pub(crate) struct Shared {
     pub stop: AtomicBool,
     pub pacer: Arc<Pacer>,
     pub riders: Option<crate::riders::RiderReceiver>,
+    /// Flow captures running for peers (bounded by [`crate::driver::capture::MAX_CAPTURES`]).
+    pub captures_active: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
@@ -165,6 +177,7 @@ impl Agent {
             counters: Counters::default(),
             stop: AtomicBool::new(false),
             pacer: Arc::new(Pacer::spawn()?),
+            captures_active: Default::default(),
         });
         let mut threads = Vec::new();
         let s = shared.clone();

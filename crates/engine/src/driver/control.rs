@@ -91,7 +91,7 @@ fn serve_connection(stream: TcpStream, from: SocketAddr, ticket: u64, s: &Shared
         }
     };
     bump(&c.sessions_opened);
-    let mut session = ServerSession::new(id, auth.frames);
+    let mut session = ServerSession::new(id, auth.frames).with_peer(from.ip());
     session.queue(server_hello(
         &s.key,
         &auth.client_nonce,
@@ -164,6 +164,20 @@ fn session_loop(conn: &mut Conn, session: &mut ServerSession, s: &Shared) {
                 bump(&c.loads);
                 c.load_bytes.fetch_add(discarded as u64, Ordering::Relaxed);
                 return sink(conn, until, s);
+            }
+            Ok(Flow::Capture {
+                sender,
+                receiver,
+                until,
+                max_records,
+            }) => {
+                let ask = super::capture::CaptureAsk {
+                    sender,
+                    receiver,
+                    until,
+                    max_records,
+                };
+                return super::capture::serve(conn, ask, s);
             }
             Err(_) => {
                 bump(&c.control_errors);

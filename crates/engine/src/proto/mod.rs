@@ -27,6 +27,10 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
 pub const MAX_LOAD: Duration = Duration::from_secs(120);
 /// Longest wait for a train's report the receiver honours from a sender's TrainStart.
 pub const MAX_TRAIN_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest capture of a flow's arrivals (two-sided Wren) an agent runs for one request.
+pub const MAX_CAPTURE: Duration = Duration::from_secs(600);
+/// Most records one capture request may return.
+pub const MAX_CAPTURE_RECORDS: u32 = 10_000_000;
 
 /// Why a control connection ended badly.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,6 +57,9 @@ pub(crate) fn kind(msg: &mgrp_wire::control::Control) -> &'static str {
         Error { .. } => "Error",
         Close => "Close",
         Load { .. } => "Load",
+        CaptureStart { .. } => "CaptureStart",
+        CaptureBatch { .. } => "CaptureBatch",
+        CaptureEnd { .. } => "CaptureEnd",
     }
 }
 

@@ -5,7 +5,10 @@
 //! so the agent never sends a peer more bytes than that peer sent it.
 
 use super::frames::FrameBuf;
-use super::{encode, kind, later, ProtoError, LINGER, MAX_LOAD, MAX_TRAIN_TIMEOUT};
+use super::{
+    encode, kind, later, ProtoError, LINGER, MAX_CAPTURE, MAX_CAPTURE_RECORDS, MAX_LOAD,
+    MAX_TRAIN_TIMEOUT,
+};
 use crate::train::{WallNs, MAX_TRAIN_LEN};
 use mgrp_wire::control::{code, Control, RxRecord, FRAME_HEADER, REPORT_BASE_LEN, RX_RECORD_LEN};
 use mgrp_wire::probe::Probe;
@@ -238,6 +241,15 @@ pub enum Flow {
         until: Instant,
         discarded: usize,
     },
+    /// From now on the connection carries a capture of `sender` → `receiver`'s data segments
+    /// as they arrive here, until `until` or `max_records` (both already capped), or the peer
+    /// closing.
+    Capture {
+        sender: std::net::SocketAddr,
+        receiver: std::net::SocketAddr,
+        until: Instant,
+        max_records: u32,
+    },
 }
 
 /// Bytes to send, and whether they are a train report (for the counters).
@@ -265,6 +277,9 @@ pub struct ServerSession {
     queued: Vec<Control>,
     /// A train was started on this session (so it may not become a load flow).
     measured: bool,
+    /// The address the session's peer connected from: the only sender whose flows it may
+    /// ask this agent to capture.
+    peer: Option<std::net::IpAddr>,
 }
 
 impl ServerSession {
@@ -277,7 +292,14 @@ impl ServerSession {
             pending: None,
             queued: Vec::new(),
             measured: false,
+            peer: None,
         }
+    }
+
+    /// The address the peer connected from (capture requests must name it as the sender).
+    pub fn with_peer(mut self, ip: std::net::IpAddr) -> ServerSession {
+        self.peer = Some(ip);
+        self
     }
 
     pub fn id(&self) -> u32 {
@@ -333,6 +355,30 @@ impl ServerSession {
                     return Ok(Flow::Load {
                         until: now + wait,
                         discarded: self.frames.discard(),
+                    });
+                }
+                Control::CaptureStart {
+                    sender,
+                    receiver,
+                    max_ms,
+                    max_records,
+                } if self.pending.is_none() && !self.measured => {
+                    // Only the asking host's own flows: an agent does not report on others.
+                    if self.peer != Some(sender.ip()) {
+                        self.queued.push(Control::Error {
+                            code: code::CAPTURE,
+                            message: format!(
+                                "capture refused: the flow's sender {sender} is not this session's peer"
+                            ),
+                        });
+                        return Err(ProtoError::Unexpected("CaptureStart"));
+                    }
+                    let wait = Duration::from_millis(max_ms as u64).min(MAX_CAPTURE);
+                    return Ok(Flow::Capture {
+                        sender,
+                        receiver,
+                        until: now + wait,
+                        max_records: max_records.min(MAX_CAPTURE_RECORDS),
                     });
                 }
                 other => {
@@ -721,6 +767,56 @@ mod tests {
         start(&mut ss, t0, 1, 5000);
         ss.handle_bytes(&frame(&Control::Load { max_ms: 1_000 }));
         assert_eq!(ss.poll_control(t0), Err(ProtoError::Unexpected("Load")));
+    }
+
+    #[test]
+    fn capture_requests_are_the_peers_own_flows_and_capped() {
+        let t0 = Instant::now();
+        let mut rx = Receiver::new(4);
+        let me: IpAddr = "10.0.0.1".parse().unwrap();
+        let ask = |sender: &str, max_ms, max_records| Control::CaptureStart {
+            sender: sender.parse().unwrap(),
+            receiver: "10.0.2.2:5001".parse().unwrap(),
+            max_ms,
+            max_records,
+        };
+        // The asking host's own flow: admitted, duration and records capped.
+        let mut ss = session(&mut rx, 100).with_peer(me);
+        ss.handle_bytes(&frame(&ask("10.0.0.1:40000", u32::MAX, u32::MAX)));
+        assert_eq!(
+            ss.poll_control(t0),
+            Ok(Flow::Capture {
+                sender: "10.0.0.1:40000".parse().unwrap(),
+                receiver: "10.0.2.2:5001".parse().unwrap(),
+                until: t0 + MAX_CAPTURE,
+                max_records: MAX_CAPTURE_RECORDS,
+            })
+        );
+        // Another host's flow: refused with a reason, and the session ends.
+        let mut ss = session(&mut rx, 100).with_peer(me);
+        ss.handle_bytes(&frame(&ask("10.0.0.9:40000", 1000, 10)));
+        assert_eq!(
+            ss.poll_control(t0),
+            Err(ProtoError::Unexpected("CaptureStart"))
+        );
+        let t = ss.poll_transmit(t0, &mut rx).unwrap();
+        let (Ok(Some((Control::Error { code, message }, _))),) = (Control::decode_frame(&t.bytes),)
+        else {
+            panic!("an error goes back");
+        };
+        assert_eq!(code, code::CAPTURE);
+        assert!(message.contains("not this session's peer"), "{message}");
+        // A session whose peer is unknown asks for nothing; nor one that measured a train.
+        let mut ss = session(&mut rx, 100);
+        ss.handle_bytes(&frame(&ask("10.0.0.1:40000", 1000, 10)));
+        assert!(ss.poll_control(t0).is_err());
+        let mut ss = session(&mut rx, 100).with_peer(me);
+        start(&mut ss, t0, 1, 5000);
+        ss.handle_bytes(&frame(&ask("10.0.0.1:40000", 1000, 10)));
+        assert_eq!(
+            ss.poll_control(t0),
+            Err(ProtoError::Unexpected("CaptureStart"))
+        );
     }
 
     #[test]
