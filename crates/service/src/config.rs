@@ -399,17 +399,8 @@ impl ServiceConfig {
         }
         if let Some(r) = raw.riders {
             let at = |why: String| format!("riders: {why}");
-            if r.opt_in.is_empty() || r.opt_in.len() > 64 {
-                return Err(at(
-                    "opt_in needs 1..=64 entries (to:PREFIX, tcp:PORT, udp:PORT, mark:N)".into(),
-                ));
-            }
-            let opt_in = r
-                .opt_in
-                .iter()
-                .map(|o| mgrp_shim::route::OptIn::parse(o))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| at(e.to_string()))?;
+            let opt_in =
+                opt_in_rules(&r.opt_in, "to:PREFIX, tcp:PORT, udp:PORT, mark:N").map_err(at)?;
             let hold = parse_duration(r.hold.as_deref().unwrap_or("10ms"))
                 .map_err(|e| at(format!("hold: {e}")))?;
             if hold > Duration::from_secs(1) {
@@ -432,17 +423,7 @@ impl ServiceConfig {
         }
         if let Some(r) = raw.inline {
             let at = |why: String| format!("inline: {why}");
-            if r.opt_in.is_empty() || r.opt_in.len() > 64 {
-                return Err(at(
-                    "opt_in needs 1..=64 entries (to:PREFIX, tcp:PORT, mark:N)".into(),
-                ));
-            }
-            let opt_in = r
-                .opt_in
-                .iter()
-                .map(|o| mgrp_shim::route::OptIn::parse(o))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| at(e.to_string()))?;
+            let opt_in = opt_in_rules(&r.opt_in, "to:PREFIX, tcp:PORT, mark:N").map_err(at)?;
             if let Some(o) = opt_in
                 .iter()
                 .find(|o| matches!(o, mgrp_shim::route::OptIn::UdpPort(_)))
@@ -665,6 +646,16 @@ impl TransferConfig {
         v.dedup();
         v
     }
+}
+
+/// An opt-in list (riders, inline): 1..=64 rules, each parsed as the shim reads it.
+fn opt_in_rules(list: &[String], kinds: &str) -> Result<Vec<mgrp_shim::route::OptIn>, String> {
+    if list.is_empty() || list.len() > 64 {
+        return Err(format!("opt_in needs 1..=64 entries ({kinds})"));
+    }
+    list.iter()
+        .map(|o| mgrp_shim::route::OptIn::parse(o).map_err(|e| e.to_string()))
+        .collect()
 }
 
 #[cfg(test)]
