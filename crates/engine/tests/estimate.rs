@@ -82,12 +82,17 @@ fn capacity_and_available_on_an_idle_path() {
         // shaper's late timer differently from a flood; docs/results/capacity.md), and 0.90 in
         // one CI run (2026-11-23, confidence 0.42). So: 2% at 20 Mbit/s, 11% at 100 Mbit/s,
         // the target missed at 100 and said so (calibrating it is issue 20's).
+        //
+        // While the host steals CPU a flood reads low, never high (a CI run on 2026-11-23: floods
+        // of 19.49 and 17.81 Mbit/s around a 19.94 estimate on a 20 Mbit/s shaper), and no shaper
+        // drains faster than it was told. So the estimate is held to the floods' range, its top
+        // raised to the configured rate, widened by the spread above.
         let mid = (m0 + m1) / 2.0;
         let spread = if mbit <= 20.0 { 0.02 } else { 0.11 };
-        let tol = spread + (m0 - m1).abs() / 2.0 / mid;
+        let (lo, hi) = (m0.min(m1), m0.max(m1).max(c_bps));
         assert!(
-            (c.value_bps / mid - 1.0).abs() <= tol,
-            "{mbit} Mbit/s capacity: {c:?} vs measured {m0} / {m1}"
+            c.value_bps >= lo * (1.0 - spread) && c.value_bps <= hi * (1.0 + spread),
+            "{mbit} Mbit/s capacity: {c:?} vs measured {m0} / {m1}, configured {c_bps}"
         );
         // Idle: SLoPS climbs to the top of its range, the capacity estimate, within its 2%
         // resolution and grey region; that estimate reads down to 0.95 of the flood at

@@ -25,11 +25,12 @@ fn overload_gives_zero_available_and_counts_drops() {
     let b = run_pattern(&tb, "cbr:30mbit", 3.0, 0.5);
     // Saturated, the shaper's output is its capacity. The flood at `up` and a run's drain agreed
     // within 0.6% at 20 Mbit/s over repeated runs (`mgrp bench capacity`), but while the host
-    // steals CPU the shaper drains up to 2% less for seconds (a CI run: 19.65 vs 19.99 Mbit/s).
-    // So the run is held within 1% of the range of floods before and after it.
+    // steals CPU the shaper drains up to 2% less for seconds (two CI runs: 19.65 vs 19.99 and
+    // 19.54 vs 19.87 Mbit/s, 1.7% each). So the run is held within 2.5% of the range of floods
+    // before and after it; a truth that miscounted would be off by far more.
     let (lo, hi) = flood_range(&tb);
     assert!(
-        within(b.cross_bps, (lo, hi), 0.01),
+        within(b.cross_bps, (lo, hi), 0.025),
         "{b:?} vs floods {lo}..{hi}"
     );
     // Nothing is available beyond what the floods disagree on.
