@@ -50,9 +50,14 @@ fn quick_background_rows_match_the_measured_truth() {
         );
         // The background flow ran, and the link carried no more than it can drain: the flood's
         // reading plus 6% (in 18 runs it carried 0.994-1.037 × the flood's reading while both
-        // flows kept it busy: this VM's shaper drains faster when the CPUs are busy).
+        // flows kept it busy: this VM's shaper drains faster when the CPUs are busy). Under CPU
+        // steal the flood reads low, never high (a CI run: 45.0 on a 50 Mbit/s link that then
+        // carried 48.3), so the bound is taken from the configured rate when that is higher.
         assert!(f.bg_mbit > 1.0, "{why}");
-        assert!(f.fg_during_mbit + f.bg_mbit <= 1.06 * c, "{why}");
+        assert!(
+            f.fg_during_mbit + f.bg_mbit <= 1.06 * c.max(path.configured_mbit),
+            "{why}"
+        );
         // ... and what it carried is what it drained while backlogged in that span (0.9997-
         // 1.0002 in 8 runs: the queue never emptied; less if it does, more is impossible).
         let drained = f.shared_drain_mbit.expect("the shared link was backlogged");
