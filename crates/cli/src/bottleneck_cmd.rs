@@ -192,17 +192,14 @@ fn pathneck_table(r: &PathneckReport) -> String {
         );
     }
     match (&r.verdict, &r.why_not) {
-        (Some(v), _) => {
-            out += &format!(
-                "bottleneck (pathneck-style): link {} ({} -> {}), d_rate {:.2} over {} trains, conf {:.2}\n",
-                v.link,
-                r.link_from.map_or("this host".into(), |a| a.to_string()),
-                r.link_to.map_or("*".into(), |a| a.to_string()),
-                v.d_rate,
-                v.trains,
-                v.conf
-            )
-        }
+        (Some(v), _) => out += &format!(
+            "bottleneck (pathneck-style): link {} {}, d_rate {:.2} over {} trains, conf {:.2}\n",
+            v.link,
+            link_ends(r.link_from, r.link_to),
+            v.d_rate,
+            v.trains,
+            v.conf
+        ),
         (None, Some(why)) => out += &format!("no bottleneck found: {why}\n"),
         (None, None) => out += "no bottleneck found\n",
     }
@@ -233,10 +230,9 @@ fn table(r: &BottleneckReport) -> String {
     match (&r.verdict, &r.why_not) {
         (Some(v), _) => {
             out += &format!(
-                "bottleneck: link {} ({} -> {}), confirmed after {} samples in {:.2} s, confidence {:.2}, queueing rise {:.2} ms\n",
+                "bottleneck: link {} {}, confirmed after {} samples in {:.2} s, confidence {:.2}, queueing rise {:.2} ms\n",
                 v.link,
-                r.link_from.map_or("this host".into(), |a| a.to_string()),
-                r.link_to.map_or("*".into(), |a| a.to_string()),
+                link_ends(r.link_from, r.link_to),
                 v.samples,
                 r.seconds_to_verdict.unwrap_or(0.0),
                 v.confidence,
@@ -260,4 +256,14 @@ fn table(r: &BottleneckReport) -> String {
         r.flow_retrans
     );
     out
+}
+
+/// "(near -> far)" of a bottleneck link: the sender itself has no hop address, a silent far hop
+/// is "*".
+fn link_ends(from: Option<std::net::IpAddr>, to: Option<std::net::IpAddr>) -> String {
+    format!(
+        "({} -> {})",
+        from.map_or("this host".into(), |a| a.to_string()),
+        to.map_or("*".into(), |a| a.to_string())
+    )
 }
