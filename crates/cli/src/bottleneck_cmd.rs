@@ -192,14 +192,16 @@ fn pathneck_table(r: &PathneckReport) -> String {
         );
     }
     match (&r.verdict, &r.why_not) {
-        (Some(v), _) => out += &format!(
+        (Some(v), _) => {
+            out += &format!(
             "bottleneck (pathneck-style): link {} {}, d_rate {:.2} over {} trains, conf {:.2}\n",
             v.link,
             link_ends(r.link_from, r.link_to),
             v.d_rate,
             v.trains,
             v.conf
-        ),
+        )
+        }
         (None, Some(why)) => out += &format!("no bottleneck found: {why}\n"),
         (None, None) => out += "no bottleneck found\n",
     }
