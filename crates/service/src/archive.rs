@@ -3,7 +3,7 @@
 //! beyond it estimates are dropped and counted (the local store still has them).
 
 use crate::Error;
-use mgrp_store::{EstimateStore, Record};
+use mgrp_store::{EstimateStore, Record, StoredMap};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -21,11 +21,21 @@ mgrp_counters::counters! {
         dropped,
         /// Estimates the archive refused or could not take
         failed,
+        /// Netmapper maps written to the archive
+        maps_pushed,
+        /// Netmapper maps dropped (queue full) or refused
+        maps_failed,
     }
 }
 
+/// What goes to the archive: estimates, or a map this agent coordinated.
+enum Batch {
+    Records(Vec<Record>),
+    Map(StoredMap),
+}
+
 pub struct Archive {
-    tx: Option<SyncSender<Vec<Record>>>,
+    tx: Option<SyncSender<Batch>>,
     thread: Option<JoinHandle<()>>,
     counters: Arc<ArchiveCounters>,
 }
@@ -39,7 +49,7 @@ impl Archive {
 
     /// Push to any store, through a queue of `queue` batches.
     pub fn with_store(store: Box<dyn EstimateStore>, queue: usize) -> Result<Archive, Error> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Record>>(queue);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(queue);
         let counters = Arc::new(ArchiveCounters::default());
         let c = counters.clone();
         let thread = std::thread::Builder::new()
@@ -56,9 +66,18 @@ impl Archive {
     /// Queue a copy; never blocks.
     pub fn push(&self, recs: &[Record]) {
         if let Some(tx) = &self.tx {
-            if tx.try_send(recs.to_vec()).is_err() {
+            if tx.try_send(Batch::Records(recs.to_vec())).is_err() {
                 self.counters
                     .bump(&self.counters.dropped, recs.len() as u64);
+            }
+        }
+    }
+
+    /// Queue a copy of a map; never blocks.
+    pub fn push_map(&self, map: StoredMap) {
+        if let Some(tx) = &self.tx {
+            if tx.try_send(Batch::Map(map)).is_err() {
+                self.counters.bump(&self.counters.maps_failed, 1);
             }
         }
     }
@@ -78,16 +97,20 @@ impl Archive {
 }
 
 /// Write batches until the queue closes; say each new kind of failure once.
-fn drain(rx: Receiver<Vec<Record>>, mut store: Box<dyn EstimateStore>, c: &ArchiveCounters) {
+fn drain(rx: Receiver<Batch>, mut store: Box<dyn EstimateStore>, c: &ArchiveCounters) {
     let mut last = String::new();
-    for recs in rx {
-        match store.insert(&recs) {
+    for batch in rx {
+        let (r, ok, failed, n) = match &batch {
+            Batch::Records(recs) => (store.insert(recs), &c.pushed, &c.failed, recs.len()),
+            Batch::Map(m) => (store.put_map(m), &c.maps_pushed, &c.maps_failed, 1),
+        };
+        match r {
             Ok(()) => {
-                c.bump(&c.pushed, recs.len() as u64);
+                c.bump(ok, n as u64);
                 last.clear();
             }
             Err(e) => {
-                c.bump(&c.failed, recs.len() as u64);
+                c.bump(failed, n as u64);
                 let why = e.to_string();
                 if why != last {
                     eprintln!("mgrp agent: archive: {why}");
@@ -177,6 +200,12 @@ mod tests {
         fn count(&self) -> Result<u64, mgrp_store::Error> {
             self.inner.count()
         }
+        fn put_map(&mut self, m: &mgrp_store::StoredMap) -> Result<(), mgrp_store::Error> {
+            self.inner.put_map(m)
+        }
+        fn latest_maps(&self) -> Result<Vec<mgrp_store::StoredMap>, mgrp_store::Error> {
+            self.inner.latest_maps()
+        }
     }
 
     #[test]
@@ -204,8 +233,29 @@ mod tests {
             ArchiveSnapshot {
                 pushed: 2,
                 dropped: 2,
-                failed: 0
+                failed: 0,
+                maps_pushed: 0,
+                maps_failed: 0,
             }
         );
+    }
+
+    /// Maps go through the same queue to the store's map table; one it refuses is counted.
+    #[test]
+    fn maps_are_archived_and_refusals_counted() {
+        let store = Store::in_memory(Duration::from_secs(3600)).unwrap();
+        let a = Archive::with_store(Box::new(store), 4).unwrap();
+        let map = |c: &str| StoredMap {
+            coordinator: c.into(),
+            t_ns: 1,
+            json: "{}".into(),
+        };
+        a.push_map(map("agent-a"));
+        a.push_map(map(""));
+        a.push(&[rec(0)]);
+        let c = a.counters.clone();
+        drop(a);
+        let s = c.snapshot();
+        assert_eq!((s.maps_pushed, s.maps_failed, s.pushed), (1, 1, 1));
     }
 }

@@ -158,6 +158,30 @@ impl Service {
         Ok(svc)
     }
 
+    /// Stop the mapping thread (after its current flow) and start the new schedule, if any;
+    /// the last map stays on show until a new one is made.
+    fn reload_map(
+        &mut self,
+        new: Option<&crate::netmap::MapSchedule>,
+        rep: &mut ReloadReport,
+    ) -> Result<(), Error> {
+        if self.netmap.take().is_some() {
+            rep.stopped.push("map".into());
+        }
+        self.hub.update_map(|m| {
+            m.schedule = None;
+            m.running = false;
+        });
+        if let Some(m) = new {
+            let run = crate::netmap::start(m, self.key.clone(), self.hub.clone())
+                .map_err(|e| Error::Thread("netmapper", e))?;
+            self.netmap = Some(run);
+            rep.started
+                .push(format!("map of {} agents", m.agents.len()));
+        }
+        Ok(())
+    }
+
     fn start_transfer(
         &mut self,
         t: &config::TransferConfig,
@@ -370,6 +394,9 @@ impl Service {
         self.reload_transfer(new, &mut rep)?;
         if new.mpat != self.cfg.mpat {
             self.start_mpat(new.mpat.as_ref());
+        }
+        if new.map != self.cfg.map {
+            self.reload_map(new.map.as_ref(), &mut rep)?;
         }
         for p in &new.paths {
             if !self.running.iter().any(|r| r.state.sched == *p) {

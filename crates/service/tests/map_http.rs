@@ -116,3 +116,118 @@ fn the_map_api_serves_nodes_edges_bounds_and_evidence() {
     assert!(map["at_ms"].is_u64());
     assert_eq!(body["running"], false);
 }
+
+/// Removes the test's store file (and SQLite's WAL and shared-memory files) on drop.
+struct TempDb(std::path::PathBuf);
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for ext in ["", "-wal", "-shm"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(ext);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A map made before a restart is served at once from the store (and not re-made while it is
+/// younger than `every`); `/v1/maps` lists each coordinator's newest; a reload that changes
+/// or removes `[map]` restarts or stops the mapping thread and keeps the last map on show.
+#[test]
+fn a_stored_map_survives_restart_and_reload() {
+    use mgrp_engine::auth::Key;
+    use mgrp_service::config::ServiceConfig;
+    use mgrp_service::Service;
+    use mgrp_store::{EstimateStore, StoredMap};
+
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let db =
+        TempDb(std::env::temp_dir().join(format!("mgrp-map-{}-{nanos}.db", std::process::id())));
+    let now_ms = mgrp_map::netmap::now_ms();
+    let stored = |name: &str, at_ms: u64| {
+        let mut r = report();
+        r.at_ms = at_ms;
+        StoredMap {
+            coordinator: name.into(),
+            t_ns: at_ms * 1_000_000,
+            json: serde_json::to_string(&r).unwrap(),
+        }
+    };
+    {
+        let mut s = Store::open(
+            &db.0,
+            mgrp_store::Durability::Process,
+            Duration::from_secs(3600),
+        )
+        .unwrap();
+        s.put_map(&stored("coord-a", now_ms - 60_000)).unwrap();
+        s.put_map(&stored("coord-a", now_ms - 1_000)).unwrap();
+        s.put_map(&stored("coord-b", now_ms - 120_000)).unwrap();
+    }
+    // Port 9 on loopback: nothing answers there, and the fresh map means nothing is tried.
+    let config = |every: &str, map: bool| {
+        let mut c = format!("store = {:?}\nhttp = \"off\"\n", db.0.display().to_string());
+        if map {
+            c += &format!(
+                "[map]\nname = \"coord-a\"\nagents = [\"127.0.0.1:9\"]\nevery = \"{every}\"\n"
+            );
+        }
+        ServiceConfig::parse(&c).unwrap()
+    };
+    let mut svc = Service::start(&config("1h", true), Key::random()).unwrap();
+    let http = Http::start("127.0.0.1:0".parse().unwrap(), svc.hub()).unwrap();
+    let base = format!("http://{}", http.local_addr());
+
+    let (code, body) = get(&base, "/v1/map");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["restored"], true, "{body}");
+    assert_eq!(
+        body["map"]["at_ms"],
+        now_ms - 1_000,
+        "the newest of coord-a"
+    );
+    assert_eq!(body["schedule"]["name"], "coord-a");
+    // Still fresh a moment later: the thread waits out `every` from the stored map's time.
+    std::thread::sleep(Duration::from_millis(600));
+    let (_, body) = get(&base, "/v1/map");
+    assert_eq!(
+        (body["running"].clone(), body["maps_done"].clone()),
+        (false.into(), 0.into())
+    );
+
+    let (code, body) = get(&base, "/v1/maps");
+    assert_eq!(code, 200, "{body}");
+    let maps = body["maps"].as_array().unwrap();
+    let seen: Vec<(&str, u64)> = maps
+        .iter()
+        .map(|m| {
+            (
+                m["coordinator"].as_str().unwrap(),
+                m["map"]["at_ms"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("coord-a", now_ms - 1_000), ("coord-b", now_ms - 120_000)]
+    );
+    assert!(maps[0]["map"]["graph"]["edges"].is_array());
+
+    let rep = svc.reload(&config("2h", true)).unwrap();
+    assert_eq!(rep.stopped, ["map"], "{rep:?}");
+    assert_eq!(rep.started, ["map of 1 agents"], "{rep:?}");
+    let (_, body) = get(&base, "/v1/map");
+    assert_eq!(body["schedule"]["every_s"], 7200.0, "{body}");
+    assert_eq!(body["map"]["at_ms"], now_ms - 1_000);
+
+    let rep = svc.reload(&config("", false)).unwrap();
+    assert_eq!(rep.stopped, ["map"], "{rep:?}");
+    let (code, body) = get(&base, "/v1/map");
+    assert_eq!(code, 200, "the last map stays on show: {body}");
+    assert!(body["schedule"].is_null(), "{body}");
+    drop(http);
+    svc.stop();
+}

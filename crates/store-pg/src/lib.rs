@@ -26,7 +26,8 @@
 //! `set_integer_now_func`. For a `timestamptz`, query `to_timestamp(t_ns / 1e9)`.
 
 use mgrp_store::{
-    check_record, Error, EstimateStore, Point, Record, ScaleAnswer, ScalePlan, SCALES,
+    check_map, check_record, Error, EstimateStore, Point, Record, ScaleAnswer, ScalePlan,
+    StoredMap, MAPS_KEPT, SCALES,
 };
 use postgres::config::Host;
 use postgres::{Client, Config, NoTls, Row, Statement};
@@ -55,6 +56,11 @@ CREATE TABLE IF NOT EXISTS mgrp_aggregates (
     PRIMARY KEY (scale_s, path, metric, bucket)
 );
 CREATE TABLE IF NOT EXISTS mgrp_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS mgrp_maps (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    coordinator TEXT COLLATE "C" NOT NULL, t_ns BIGINT NOT NULL, json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS mgrp_maps_by_coordinator ON mgrp_maps (coordinator, t_ns);
 "#;
 
 const COLUMNS: &str = "path, metric, t_ns, value, low, high, method, source, probe_bytes, \
@@ -154,7 +160,8 @@ impl Conn {
             .query_one(
                 "SELECT to_regclass('mgrp_estimates') IS NOT NULL
                     AND to_regclass('mgrp_aggregates') IS NOT NULL
-                    AND to_regclass('mgrp_meta') IS NOT NULL",
+                    AND to_regclass('mgrp_meta') IS NOT NULL
+                    AND to_regclass('mgrp_maps') IS NOT NULL",
                 &[],
             )
             .and_then(|r| r.try_get::<_, bool>(0))
@@ -438,6 +445,47 @@ impl EstimateStore for PgStore {
         self.with("count", |client, _| {
             let row = client.query_one("SELECT COUNT(*) FROM mgrp_estimates", &[])?;
             Ok(row.try_get::<_, i64>(0)? as u64)
+        })
+    }
+
+    fn put_map(&mut self, map: &StoredMap) -> Result<(), Error> {
+        check_map(map)?;
+        self.with("storing a map", |client, _| {
+            let mut tx = client.transaction()?;
+            tx.execute(
+                "INSERT INTO mgrp_maps (coordinator, t_ns, json) VALUES ($1, $2, $3)",
+                &[&map.coordinator, &(map.t_ns as i64), &map.json],
+            )?;
+            tx.execute(
+                "DELETE FROM mgrp_maps WHERE coordinator = $1 AND id NOT IN (
+                     SELECT id FROM mgrp_maps WHERE coordinator = $1
+                     ORDER BY t_ns DESC, id DESC LIMIT $2)",
+                &[&map.coordinator, &(MAPS_KEPT as i64)],
+            )?;
+            tx.commit()
+        })
+    }
+
+    fn latest_maps(&self) -> Result<Vec<StoredMap>, Error> {
+        self.with("reading maps", |client, _| {
+            let rows = client.query(
+                "SELECT DISTINCT ON (coordinator) coordinator, t_ns, json FROM mgrp_maps
+                 ORDER BY coordinator, t_ns DESC, id DESC",
+                &[],
+            )?;
+            let mut maps = rows
+                .iter()
+                .map(|r| {
+                    Ok(StoredMap {
+                        coordinator: r.try_get(0)?,
+                        t_ns: r.try_get::<_, i64>(1)? as u64,
+                        json: r.try_get(2)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, postgres::Error>>()?;
+            // The order SQLite gives: newest first, then by coordinator.
+            maps.sort_by(|a, b| b.t_ns.cmp(&a.t_ns).then(a.coordinator.cmp(&b.coordinator)));
+            Ok(maps)
         })
     }
 }

@@ -25,6 +25,7 @@ macro_rules! conformance_tests {
             bad_input_is_refused_whole,
             unknown_series_are_empty,
             round_trips_every_field,
+            maps_keep_the_newest_per_coordinator,
         );
     };
     (@each $make:expr; $($case:ident),* $(,)?) => {
@@ -446,4 +447,47 @@ pub fn round_trips_every_field(make: Make<'_>) {
     r.final_ = false;
     s.insert(std::slice::from_ref(&r)).unwrap();
     assert_eq!(s.latest("x->y", "loss").unwrap(), Some(r));
+}
+
+/// Maps: the newest of each coordinator comes back whole, the history is bounded, bad maps are
+/// refused and leave nothing behind.
+pub fn maps_keep_the_newest_per_coordinator(make: Make<'_>) {
+    use crate::{StoredMap, MAPS_KEPT, MAX_MAP_BYTES};
+    let mut s = make(Duration::from_secs(3600));
+    assert!(s.latest_maps().unwrap().is_empty());
+    let map = |c: &str, t_ns: u64| StoredMap {
+        coordinator: c.into(),
+        t_ns,
+        json: format!("{{\"t\":{t_ns},\"by\":\"{c}\",\"ü\":\"\\u00fc\"}}"),
+    };
+    // Out of time order, more than are kept, two coordinators.
+    for i in (0..MAPS_KEPT as u64 + 5).rev() {
+        s.put_map(&map("198.18.0.1:7240", 1_000 + i)).unwrap();
+    }
+    s.put_map(&map("[2001:db8::1]:7240", 500)).unwrap();
+    let got = s.latest_maps().unwrap();
+    assert_eq!(
+        got,
+        vec![
+            map("198.18.0.1:7240", 1_000 + MAPS_KEPT as u64 + 4),
+            map("[2001:db8::1]:7240", 500)
+        ]
+    );
+    // An older map arriving late does not replace the newest.
+    s.put_map(&map("[2001:db8::1]:7240", 400)).unwrap();
+    assert_eq!(s.latest_maps().unwrap()[1].t_ns, 500);
+    for bad in [
+        map("", 1),
+        StoredMap {
+            json: "x".repeat(MAX_MAP_BYTES + 1),
+            ..map("a", 1)
+        },
+        map("a", u64::MAX),
+    ] {
+        assert!(
+            matches!(s.put_map(&bad), Err(Error::BadInput(_))),
+            "refused"
+        );
+    }
+    assert_eq!(s.latest_maps().unwrap().len(), 2);
 }

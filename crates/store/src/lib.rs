@@ -67,6 +67,45 @@ pub trait EstimateStore: Send {
     fn apply_retention(&mut self, now_ns: u64) -> Result<usize, Error>;
     /// Estimates stored (raw rows).
     fn count(&self) -> Result<u64, Error>;
+    /// Keep a Netmapper map (checked by [`check_map`]); only the newest [`MAPS_KEPT`] of each
+    /// coordinator stay.
+    fn put_map(&mut self, map: &StoredMap) -> Result<(), Error>;
+    /// The newest map of each coordinator, newest first.
+    fn latest_maps(&self) -> Result<Vec<StoredMap>, Error>;
+}
+
+/// A Netmapper map as a store keeps it: the JSON document (`mgrp_map::MapReport`; the store
+/// does not read it), the agent that made it, and when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredMap {
+    /// The coordinating agent (its address as the map's peers know it).
+    pub coordinator: String,
+    pub t_ns: u64,
+    pub json: String,
+}
+
+/// Maps kept per coordinator: a short history, not an archive of every run.
+pub const MAPS_KEPT: usize = 16;
+/// Largest map document a store takes (64 agents' map is well under 1 MB).
+pub const MAX_MAP_BYTES: usize = 4 << 20;
+
+/// Check a map before it is stored (every backend refuses the same input).
+pub fn check_map(m: &StoredMap) -> Result<(), Error> {
+    if m.coordinator.is_empty() || m.coordinator.len() > 256 {
+        return Err(Error::BadInput(
+            "map coordinator must be 1..=256 bytes".into(),
+        ));
+    }
+    if m.json.len() > MAX_MAP_BYTES {
+        return Err(Error::BadInput(format!(
+            "map of {} bytes is over the {MAX_MAP_BYTES}-byte limit",
+            m.json.len()
+        )));
+    }
+    if m.t_ns > i64::MAX as u64 {
+        return Err(Error::BadInput("map time out of range".into()));
+    }
+    Ok(())
 }
 
 /// Check a record before it is stored (every backend refuses the same input).
@@ -247,6 +286,11 @@ CREATE TABLE IF NOT EXISTS aggregates (
     PRIMARY KEY (scale_s, path, metric, bucket)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS maps (
+    id INTEGER PRIMARY KEY,
+    coordinator TEXT NOT NULL, t_ns INTEGER NOT NULL, json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS maps_by_coordinator ON maps (coordinator, t_ns);
 ";
 
 impl Store {
@@ -482,6 +526,41 @@ impl EstimateStore for Store {
             .db
             .query_row("SELECT COUNT(*) FROM estimates", [], |r| r.get::<_, i64>(0))?
             as u64)
+    }
+
+    fn put_map(&mut self, map: &StoredMap) -> Result<(), Error> {
+        check_map(map)?;
+        let tx = self.db.transaction()?;
+        tx.execute(
+            "INSERT INTO maps (coordinator, t_ns, json) VALUES (?1, ?2, ?3)",
+            params![map.coordinator, map.t_ns as i64, map.json],
+        )?;
+        // Newest by time, then by arrival: the same rows go on every backend.
+        tx.execute(
+            "DELETE FROM maps WHERE coordinator = ?1 AND id NOT IN (
+                 SELECT id FROM maps WHERE coordinator = ?1
+                 ORDER BY t_ns DESC, id DESC LIMIT ?2)",
+            params![map.coordinator, MAPS_KEPT as i64],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn latest_maps(&self) -> Result<Vec<StoredMap>, Error> {
+        let mut st = self.db.prepare(
+            "SELECT coordinator, t_ns, json FROM maps AS m WHERE id = (
+                 SELECT id FROM maps WHERE coordinator = m.coordinator
+                 ORDER BY t_ns DESC, id DESC LIMIT 1)
+             ORDER BY t_ns DESC, coordinator",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(StoredMap {
+                coordinator: r.get(0)?,
+                t_ns: r.get::<_, i64>(1)? as u64,
+                json: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 }
 

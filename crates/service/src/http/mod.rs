@@ -520,6 +520,22 @@ async fn netmap(State(st): State<AppState>) -> ApiResult {
     Ok(Json(m).into_response())
 }
 
+/// The newest map of every coordinator in this agent's store: its own, or, on a PostgreSQL
+/// store shared by many agents, each one's.
+async fn netmaps(State(st): State<AppState>) -> ApiResult {
+    let maps = lock(&st)?.latest_maps().map_err(internal)?;
+    let maps: Vec<serde_json::Value> = maps
+        .into_iter()
+        .map(|m| {
+            // A document that no longer parses is shown as such, not dropped.
+            let map = serde_json::from_str::<serde_json::Value>(&m.json)
+                .unwrap_or_else(|e| serde_json::json!({ "error": format!("unreadable: {e}") }));
+            serde_json::json!({ "coordinator": m.coordinator, "t_ns": m.t_ns, "map": map })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({ "maps": maps })).into_response())
+}
+
 async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI).into_response()
 }
@@ -582,6 +598,7 @@ fn router(state: AppState) -> Router {
         .route("/v1/records", get(records))
         .route("/v1/events", get(events))
         .route("/v1/map", get(netmap))
+        .route("/v1/maps", get(netmaps))
         .route("/v1/openapi.yaml", get(openapi))
         .route("/metrics", get(metrics))
         .fallback(|| async {
