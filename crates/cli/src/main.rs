@@ -24,6 +24,7 @@ mod probe_cmd;
 mod proxy_bench;
 mod riders_bench;
 mod signals;
+mod tcp_avail_cmd;
 mod testbed_cmd;
 mod topo_cmd;
 mod trace_cmd;
@@ -56,6 +57,8 @@ enum Command {
     Estimate(estimate_cmd::EstimateArgs),
     /// The path to a peer agent hop by hop: routers' addresses and delays (TTL-limited probes).
     Trace(trace_cmd::TraceArgs),
+    /// The throughput a new TCP flow gets on the path to a peer agent now (a bounded flow).
+    TcpAvailable(tcp_avail_cmd::TcpAvailArgs),
     /// Which link of the path to a peer agent limits a TCP flow, and what it gets (Tneck).
     Bottleneck(bottleneck_cmd::BottleneckArgs),
     /// Netmapper: the links of the paths to several agents, bottlenecks ("=B") and bounds (">B").
@@ -101,6 +104,7 @@ fn main() -> ExitCode {
         Command::Estimate(a) => estimate_cmd::run(a),
         Command::Passive(a) => passive_cmd::run(a),
         Command::Trace(a) => trace_cmd::run(a),
+        Command::TcpAvailable(a) => tcp_avail_cmd::run(a),
         Command::Bottleneck(a) => bottleneck_cmd::run(a),
         Command::Inline(a) => inline_cmd::run(a),
         Command::Map(a) => map_cmd::run(a),

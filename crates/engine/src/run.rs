@@ -58,3 +58,74 @@ pub fn run_estimator(
     }
     Ok(est.estimate())
 }
+
+/// What a TCP-available run measured.
+#[derive(Debug, Clone)]
+pub struct TcpAvailRun {
+    pub estimate: Option<Estimate>,
+    /// Why it stopped: `stable`, `max time`, `budget`, `flow ended`, `stopped`.
+    pub why: &'static str,
+    /// Goodput over the whole measured part, bits/s.
+    pub mean_bps: Option<f64>,
+    pub load: crate::load::LoadReport,
+}
+
+/// Measure TCP-available bandwidth: turn `session` into a bulk TCP flow to the peer agent (on
+/// congestion control `cc`, the host's default if `None`) and let the sans-IO judge
+/// ([`mgrp_estimate::tcp_avail`]) say when it has seen enough. Samples `TCP_INFO` between
+/// slices (sleeping is fine here: a flow, not a train); `progress` sees each running estimate.
+pub fn run_tcp_avail(
+    session: Session,
+    p: &mgrp_estimate::tcp_avail::TcpAvailParams,
+    cc: Option<&str>,
+    mut stop: impl FnMut() -> bool,
+    mut progress: impl FnMut(&Estimate),
+) -> Result<TcpAvailRun, Error> {
+    use mgrp_estimate::tcp_avail::{FlowSample, TcpAvail};
+    p.validate().map_err(Error::BadInput)?;
+    let mut judge = TcpAvail::new(*p);
+    // A little past the judge's own limit, so the judge (not the flow's timer) ends it.
+    let max = Duration::from_nanos(p.max_time_ns) + Duration::from_secs(1);
+    let flow = session.into_load(max, p.budget_bytes, cc)?;
+    // The flow's clock starts within microseconds of this one; the judge's times are the flow's.
+    let t0 = Instant::now();
+    let mut why = None;
+    while judge.done().is_none() {
+        if stop() {
+            why = Some("stopped");
+            break;
+        }
+        match flow.sample() {
+            Ok(s) => {
+                let seen = judge.estimate(s.bytes_acked).map(|e| e.value_bps);
+                judge.handle_sample(FlowSample {
+                    now_ns: (s.t_s * 1e9) as u64,
+                    bytes_acked: s.bytes_acked,
+                    slow_start: s.slow_start,
+                });
+                if let Some(e) = judge.estimate(s.bytes_acked) {
+                    if seen != Some(e.value_bps) {
+                        progress(&e);
+                    }
+                }
+                if flow.finished() {
+                    judge.handle_end();
+                }
+            }
+            Err(_) => judge.handle_end(),
+        }
+        let last_ns = judge.next_sample_at().unwrap_or(0);
+        let now_ns = t0.elapsed().as_nanos() as u64;
+        std::thread::sleep(Duration::from_nanos(
+            last_ns.saturating_sub(now_ns).clamp(1_000_000, 100_000_000),
+        ));
+    }
+    let mean_bps = judge.mean_bps();
+    let load = flow.stop();
+    Ok(TcpAvailRun {
+        estimate: judge.estimate(load.bytes_acked),
+        why: why.or(judge.done()).unwrap_or("stopped"),
+        mean_bps,
+        load,
+    })
+}

@@ -21,6 +21,7 @@ pub mod methods;
 pub mod riders;
 pub mod slops;
 pub mod sweep;
+pub mod tcp_avail;
 pub mod trend;
 pub mod wren;
 pub mod wren2;
