@@ -379,6 +379,31 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Ask the peer agent to act as this host's hands toward the agent at `dst` for at most
+    /// `max` (see [`crate::relay`]); this session's connection then carries the relay calls.
+    /// Only a session that has sent no train may become a relay.
+    pub(crate) fn into_relay(
+        mut self,
+        dst: SocketAddr,
+        max: Duration,
+    ) -> Result<crate::driver::conn::ClientConn, Error> {
+        let stream = self
+            .ctrl
+            .conn
+            .stream
+            .try_clone()
+            .map_err(|e| Error::io("clone the control socket", e))?;
+        self.ctrl.send(&Control::RelayOpen {
+            dst,
+            max_ms: max.min(crate::proto::MAX_RELAY).as_millis() as u32,
+        })?;
+        self.handed_on = true;
+        drop(self);
+        Ok(ClientConn::new(stream))
+    }
+}
+
 /// What a peer's capture sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CaptureEvent {

@@ -19,6 +19,7 @@ pub mod load;
 pub mod loss;
 pub mod pacer;
 pub mod proto;
+pub mod relay;
 pub mod riders;
 pub mod run;
 pub mod sock;

@@ -18,7 +18,7 @@ const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
 const CHUNK: usize = 64 * 1024;
 
 /// What the kernel says of the flow's socket at one moment.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoadSample {
     /// Seconds since the flow started.
     pub t_s: f64,
@@ -35,7 +35,7 @@ pub struct LoadSample {
 }
 
 /// When the flow ended: what it wrote and what was acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoadReport {
     pub seconds: f64,
     pub bytes_written: u64,

@@ -193,7 +193,11 @@ pub struct NsConnector {
 }
 
 impl Connector for NsConnector {
-    fn connect(&self, src: usize, dst: SocketAddr) -> Result<Session, mgrp_map::Error> {
+    fn connect(
+        &self,
+        src: usize,
+        dst: SocketAddr,
+    ) -> Result<Box<dyn mgrp_map::run::Hands>, mgrp_map::Error> {
         let ns = self
             .ns
             .get(src)
@@ -206,6 +210,7 @@ impl Connector for NsConnector {
         .map_err(|e| mgrp_map::Error::Map(e.to_string()))?
         .join()
         .map_err(|_| mgrp_map::Error::Map("the connecting thread panicked".into()))?
+        .map(|s| Box::new(s) as Box<dyn mgrp_map::run::Hands>)
         .map_err(|e| mgrp_map::Error::Map(e.to_string()))
     }
     fn source_ip(&self, src: usize) -> Option<IpAddr> {

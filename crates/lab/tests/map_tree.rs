@@ -53,3 +53,54 @@ fn the_tree_is_mapped_with_its_bottlenecks_and_sound_bounds() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// Mapping between other agents: the coordinator (in `src`) asks the agent at rx1 to trace and
+/// load the paths rx1 → rx2 and rx1 → rx3 for it (relays), and maps its own path to rx1. The
+/// far links r→rx2 and r→rx3 are those paths' bottlenecks; the paths start at rx1's address.
+#[test]
+fn a_coordinator_maps_paths_between_other_agents_through_relays() {
+    use mgrp_map::{pairwise, AgentsConnector};
+    let case = cases().into_iter().find(|c| c.name == "tree").unwrap();
+    let rig = MapRig::up(&case, "r").expect("topology up (this test needs root)");
+    let agents: Vec<std::net::SocketAddr> = rig.pairs.iter().map(|p| p.1).collect();
+    let (all_pairs, sources) = pairwise(&agents);
+    assert_eq!((all_pairs.len(), sources.len()), (3 + 3 * 2, 4));
+    // This host → rx1, and rx1 → rx2, rx1 → rx3 through rx1's agent.
+    let pairs: Vec<(usize, std::net::SocketAddr)> = all_pairs
+        .into_iter()
+        .filter(|&(s, d)| (s == 0 && d == agents[0]) || s == 1)
+        .collect();
+    assert_eq!(pairs.len(), 3);
+    let cfg = map_config(pairs);
+    let key = rig.conn.key.clone();
+    let src_ns = rig.conn.ns[0].clone();
+    let m = mgrp_testbed::netns::spawn_in(&src_ns, "coordinator", move || {
+        let conn = AgentsConnector {
+            key,
+            pacer: std::sync::Arc::new(mgrp_engine::pacer::Pacer::spawn().unwrap()),
+            sources,
+        };
+        mgrp_map::map(&conn, &cfg, || false, |s| eprint!("{s}"))
+            .map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
+    })
+    .unwrap()
+    .join()
+    .unwrap()
+    .expect("map runs");
+    eprintln!("{}", m.table());
+    let g = m.graph.clone();
+    assert_eq!(g.usable_paths().len(), 3, "{:#?}", g.paths);
+    let rx1 = agents[0].ip();
+    assert_eq!(
+        g.paths.iter().filter(|p| p.src == rx1).count(),
+        2,
+        "two paths start at rx1: {:#?}",
+        g.paths
+    );
+    let run = judge("tree", 1, &rig, m);
+    // Each path's far link r→rxN is its bottleneck: "=" within ±15% of the measured capacity
+    // (the same tolerance as the test above), and no ">" above a link's truth.
+    assert_eq!(run.exact_edges, 3, "{:#?}", run.edges);
+    assert_eq!(run.exact_within_15, 3, "{:#?}", run.edges);
+    assert_eq!(run.above_over_truth, 0, "{:#?}", run.edges);
+}

@@ -20,12 +20,12 @@ pub mod tneck;
 pub mod trace;
 
 pub use graph::{BoundKind, Graph, PathObs};
-pub use netmap::{map, Connector, MapConfig, MapReport};
+pub use netmap::{map, pairwise, AgentsConnector, Connector, MapConfig, MapReport};
 pub use pathneck::{Pathneck, PathneckConfig, PathneckError, PathneckVerdict};
 pub use planner::{PlanStats, PlannerConfig};
 pub use run::{
-    bottleneck, parallel_traceroute, pathneck, trace, BottleneckConfig, BottleneckReport, PathHop,
-    PathneckReport, TrackReport, TrackedVerdict,
+    bottleneck, parallel_traceroute, pathneck, trace, BottleneckConfig, BottleneckReport, Hands,
+    PathHop, PathneckReport, Prober, TrackReport, TrackedVerdict,
 };
 pub use tneck::{Tneck, TneckConfig, TneckError, Verdict};
 pub use trace::{Answer, HopRow, Round, TraceConfig, TraceError, TraceReport, Tracer};

@@ -8,20 +8,24 @@
 
 use crate::graph::{BoundKind, Graph, PathObs};
 use crate::planner::{FlowResult, PlanStats, Planner, PlannerConfig, Step, StepLog, StepResult};
-use crate::run::{bottleneck, BottleneckConfig, BottleneckReport};
+use crate::run::{bottleneck, BottleneckConfig, BottleneckReport, Hands, Load};
 use crate::trace::TraceConfig;
 use crate::Error;
+use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
-use mgrp_engine::load::{LoadFlow, LoadSample};
+use mgrp_engine::pacer::Pacer;
+use mgrp_engine::load::LoadSample;
+use mgrp_engine::relay::RelaySession;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Opens sessions from a source to an agent.
 pub trait Connector {
     /// A session from source `src` (the caller's index) to the agent at `dst`. Must give up
     /// within a few seconds when the agent does not answer.
-    fn connect(&self, src: usize, dst: SocketAddr) -> Result<Session, Error>;
+    fn connect(&self, src: usize, dst: SocketAddr) -> Result<Box<dyn Hands>, Error>;
     /// The source's address as the graph should name it, when no session could be made.
     fn source_ip(&self, src: usize) -> Option<IpAddr>;
 }
@@ -123,7 +127,7 @@ pub fn trace_all(
         }
         match conn.connect(src, dst).and_then(|mut s| {
             let src_ip = s.local().map(|a| a.ip());
-            crate::run::trace(&mut s, &cfg.trace, &mut *stop).map(|r| (src_ip, r))
+            crate::run::trace(&mut *s, &cfg.trace, &mut *stop).map(|r| (src_ip, r))
         }) {
             Ok((src_ip, rep)) => {
                 obs.src = src_ip.unwrap_or(fallback);
@@ -303,31 +307,31 @@ fn run_step(
         .copied()
         .filter(|&p| p != step.locate)
         .collect();
-    let mut flows: Vec<(usize, LoadFlow)> = Vec::new();
+    let mut flows: Vec<(usize, Box<dyn Load>)> = Vec::new();
     let other_max = bcfg.max_load + cfg.warmup + Duration::from_secs(10);
     for &p in &others {
         let (s, d) = dst_addr(cfg, obs, p)?;
         let f = conn
             .connect(s, d)?
-            .into_load(other_max, budget_each, bcfg.cc.as_deref())?;
+            .start_load(other_max, budget_each, bcfg.cc.as_deref())?;
         flows.push((p, f));
     }
     if !flows.is_empty() {
         std::thread::sleep(cfg.warmup);
     }
-    let snap = |flows: &[(usize, LoadFlow)]| -> Vec<Option<LoadSample>> {
-        flows.iter().map(|(_, f)| f.sample().ok()).collect()
+    let snap = |flows: &mut [(usize, Box<dyn Load>)]| -> Vec<Option<LoadSample>> {
+        flows.iter_mut().map(|(_, f)| f.sample().ok()).collect()
     };
-    let at_start = snap(&flows);
+    let at_start = snap(&mut flows);
     let mut at_verdict = at_start.clone();
     let rep: Result<BottleneckReport, Error> = (|| {
         let mut trace = conn.connect(lsrc, ldst)?;
         let load = conn.connect(lsrc, ldst)?;
-        bottleneck(&mut trace, load, &bcfg, &mut *stop, |_| {
-            at_verdict = snap(&flows);
+        bottleneck(&mut *trace, load, &bcfg, &mut *stop, |_| {
+            at_verdict = snap(&mut flows);
         })
     })();
-    let at_end = snap(&flows);
+    let at_end = snap(&mut flows);
     let mut flow_bytes = 0;
     let mut results = Vec::new();
     for (i, (p, f)) in flows.into_iter().enumerate() {
@@ -449,29 +453,83 @@ impl MapReport {
     }
 }
 
-/// Sessions from this host (one source, index 0): `mgrp map --agents ...`. Mapping between
-/// remote agents needs them to start each other's flows, which the agent protocol does not
-/// carry yet (see `docs/map.md`).
+/// Sessions from this host only (one source, index 0): `mgrp map --agents ...` without
+/// `--pairwise`. [`AgentsConnector`] also maps between other agents.
 pub struct LocalConnector {
-    pub key: mgrp_engine::auth::Key,
-    pub pacer: std::sync::Arc<mgrp_engine::pacer::Pacer>,
+    pub key: Key,
+    pub pacer: Arc<Pacer>,
 }
 
 impl Connector for LocalConnector {
-    fn connect(&self, src: usize, dst: SocketAddr) -> Result<Session, Error> {
+    fn connect(&self, src: usize, dst: SocketAddr) -> Result<Box<dyn Hands>, Error> {
         if src != 0 {
             return Err(Error::Map(format!(
                 "source {src}: only this host (0) is a source"
             )));
         }
-        Ok(Session::connect(
+        Ok(Box::new(Session::connect(
             dst,
             &self.key,
             self.pacer.clone(),
             Duration::from_secs(3),
-        )?)
+        )?))
     }
     fn source_ip(&self, _src: usize) -> Option<IpAddr> {
         None
     }
+}
+
+/// Sources that are other agents: this host (a `None` source) opens sessions itself, and an
+/// agent source runs them for it as a relay ([`RelaySession`]), so one coordinator maps the
+/// paths between any of the agents that share its key.
+pub struct AgentsConnector {
+    pub key: Key,
+    pub pacer: Arc<Pacer>,
+    /// Source index → the agent that sends (None: this host).
+    pub sources: Vec<Option<SocketAddr>>,
+}
+
+/// Longest one relayed session lives: a Tneck run's flow plus its idle traceroutes.
+const RELAY_LIFE: Duration = Duration::from_secs(180);
+
+impl Connector for AgentsConnector {
+    fn connect(&self, src: usize, dst: SocketAddr) -> Result<Box<dyn Hands>, Error> {
+        let timeout = Duration::from_secs(3);
+        match self.sources.get(src) {
+            Some(None) => Ok(Box::new(Session::connect(
+                dst,
+                &self.key,
+                self.pacer.clone(),
+                timeout,
+            )?)),
+            Some(Some(via)) => Ok(Box::new(RelaySession::open(
+                *via,
+                dst,
+                &self.key,
+                self.pacer.clone(),
+                timeout,
+                RELAY_LIFE,
+            )?)),
+            None => Err(Error::Map(format!("no source {src}"))),
+        }
+    }
+    fn source_ip(&self, src: usize) -> Option<IpAddr> {
+        self.sources.get(src).copied().flatten().map(|a| a.ip())
+    }
+}
+
+/// Every ordered pair among `agents`, plus this host (source 0) to each: the pairs of a
+/// pairwise map, and the sources of an [`AgentsConnector`] for them.
+pub fn pairwise(agents: &[SocketAddr]) -> (Vec<(usize, SocketAddr)>, Vec<Option<SocketAddr>>) {
+    let mut sources = vec![None];
+    sources.extend(agents.iter().copied().map(Some));
+    let mut pairs: Vec<(usize, SocketAddr)> = agents.iter().map(|a| (0, *a)).collect();
+    for (i, a) in agents.iter().enumerate() {
+        for b in agents {
+            if a != b {
+                pairs.push((i + 1, *b));
+            }
+        }
+    }
+    (pairs, sources)
 }

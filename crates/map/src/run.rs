@@ -6,16 +6,114 @@ use crate::trace::{parallel_train, Round, TraceConfig, TraceReport, Tracer};
 use crate::Error;
 use mgrp_engine::client::Session;
 use mgrp_engine::load::LoadSample;
+use mgrp_engine::relay::{RelayLoad, RelaySession};
 use mgrp_train::{TrainResult, TrainSpec};
 use serde::{Deserialize, Serialize};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
+
+/// What sends a path's trains: a session from this host, or one that another agent runs for
+/// this host ([`RelaySession`]: how a coordinator maps paths between other agents).
+pub trait Prober {
+    fn send_train(&mut self, spec: &TrainSpec) -> Result<TrainResult, Error>;
+    /// The agent the trains go to.
+    fn peer(&self) -> SocketAddr;
+    /// The sending host's address toward the peer.
+    fn local(&self) -> Option<SocketAddr>;
+    fn control_rtt(&self) -> Option<(Duration, Duration)>;
+}
+
+/// A prober that can become the path's TCP load flow (Tneck's flow).
+pub trait Hands: Prober + Send {
+    fn start_load(
+        self: Box<Self>,
+        max: Duration,
+        budget: u64,
+        cc: Option<&str>,
+    ) -> Result<Box<dyn Load>, Error>;
+}
+
+impl Prober for Session {
+    fn send_train(&mut self, spec: &TrainSpec) -> Result<TrainResult, Error> {
+        Ok(Session::send_train(self, spec)?)
+    }
+    fn peer(&self) -> SocketAddr {
+        Session::peer(self)
+    }
+    fn local(&self) -> Option<SocketAddr> {
+        Session::local(self)
+    }
+    fn control_rtt(&self) -> Option<(Duration, Duration)> {
+        Session::control_rtt(self)
+    }
+}
+
+impl Hands for Session {
+    fn start_load(
+        self: Box<Self>,
+        max: Duration,
+        budget: u64,
+        cc: Option<&str>,
+    ) -> Result<Box<dyn Load>, Error> {
+        Ok(Box::new(self.into_load(max, budget, cc)?))
+    }
+}
+
+impl From<Session> for Box<dyn Hands> {
+    fn from(s: Session) -> Self {
+        Box::new(s)
+    }
+}
+
+impl Prober for RelaySession {
+    fn send_train(&mut self, spec: &TrainSpec) -> Result<TrainResult, Error> {
+        Ok(RelaySession::send_train(self, spec)?)
+    }
+    fn peer(&self) -> SocketAddr {
+        RelaySession::peer(self)
+    }
+    fn local(&self) -> Option<SocketAddr> {
+        RelaySession::local(self)
+    }
+    fn control_rtt(&self) -> Option<(Duration, Duration)> {
+        RelaySession::control_rtt(self)
+    }
+}
+
+impl Hands for RelaySession {
+    fn start_load(
+        self: Box<Self>,
+        max: Duration,
+        budget: u64,
+        cc: Option<&str>,
+    ) -> Result<Box<dyn Load>, Error> {
+        Ok(Box::new(self.into_load(max, budget, cc)?))
+    }
+}
+
+impl From<RelaySession> for Box<dyn Hands> {
+    fn from(s: RelaySession) -> Self {
+        Box::new(s)
+    }
+}
+
+impl Load for RelayLoad {
+    fn sample(&mut self) -> Result<LoadSample, Error> {
+        Ok(RelayLoad::sample(self)?)
+    }
+    fn finished(&self) -> bool {
+        RelayLoad::finished(self)
+    }
+    fn stop(self: Box<Self>) -> mgrp_engine::load::LoadReport {
+        RelayLoad::stop(*self)
+    }
+}
 
 /// Trace the path to the session's peer agent: `cfg.runs` parallel rounds, the minimum per
 /// hop as base. `stop()` ends it early (the report covers the rounds done). Each round waits
 /// for silent routers at most the engine's hop wait (1 s after its last probe).
 pub fn trace(
-    session: &mut Session,
+    session: &mut dyn Prober,
     cfg: &TraceConfig,
     mut stop: impl FnMut() -> bool,
 ) -> Result<TraceReport, Error> {
@@ -39,7 +137,7 @@ pub fn trace(
 /// A round lasts at least the agent's linger for missing probes (300 ms: TTL-limited probes
 /// never reach it), so rounds come no faster than about three a second.
 pub fn parallel_traceroute(
-    session: &mut Session,
+    session: &mut dyn Prober,
     hops: u8,
     size: u16,
     gap_ns: u64,
@@ -167,18 +265,17 @@ impl Load for mgrp_engine::load::LoadFlow {
 /// parallel traceroute per RTT until a link is confirmed, the flow's time or byte budget is
 /// spent, or `stop()`. `on_sample` sees each loaded sample as it comes.
 pub fn bottleneck(
-    trace: &mut Session,
-    load: Session,
+    trace: &mut dyn Prober,
+    load: impl Into<Box<dyn Hands>>,
     cfg: &BottleneckConfig,
     stop: impl FnMut() -> bool,
     on_sample: impl FnMut(&Sample),
 ) -> Result<BottleneckReport, Error> {
     let (max, budget, cc) = (cfg.max_load, cfg.budget_bytes, cfg.cc.clone());
+    let load: Box<dyn Hands> = load.into();
     locate(
         trace,
-        move || -> Result<Box<dyn Load>, Error> {
-            Ok(Box::new(load.into_load(max, budget, cc.as_deref())?))
-        },
+        move || -> Result<Box<dyn Load>, Error> { load.start_load(max, budget, cc.as_deref()) },
         cfg,
         stop,
         on_sample,
@@ -196,7 +293,7 @@ pub enum Detector {
 
 /// [`bottleneck`] with any [`Load`], started by `start_load` once the idle rounds are done.
 pub fn locate(
-    trace: &mut Session,
+    trace: &mut dyn Prober,
     start_load: impl FnOnce() -> Result<Box<dyn Load>, Error>,
     cfg: &BottleneckConfig,
     stop: impl FnMut() -> bool,
@@ -207,7 +304,7 @@ pub fn locate(
 
 /// [`locate`] with the detector chosen.
 pub fn locate_with(
-    trace: &mut Session,
+    trace: &mut dyn Prober,
     start_load: impl FnOnce() -> Result<Box<dyn Load>, Error>,
     cfg: &BottleneckConfig,
     detector: Detector,
@@ -505,8 +602,8 @@ pub struct TrackReport {
 /// confirmed again where it went. `on_flow_start` is called when the flow starts (after the
 /// idle traceroutes); `on_verdict` sees each verdict as it comes.
 pub fn track(
-    trace: &mut Session,
-    load: Session,
+    trace: &mut dyn Prober,
+    load: impl Into<Box<dyn Hands>>,
     cfg: &BottleneckConfig,
     mut stop: impl FnMut() -> bool,
     on_flow_start: impl FnOnce(),
@@ -556,7 +653,8 @@ pub fn track(
     };
     let mut spec = crate::trace::parallel_train(end, cfg.size, 20_000)?;
     spec.reach_ttl = Some(end);
-    let flow = load.into_load(cfg.max_load, cfg.budget_bytes, cfg.cc.as_deref())?;
+    let load: Box<dyn Hands> = load.into();
+    let mut flow = load.start_load(cfg.max_load, cfg.budget_bytes, cfg.cc.as_deref())?;
     let started = Instant::now();
     on_flow_start();
     while !stop() && !flow.finished() {

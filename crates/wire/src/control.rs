@@ -126,7 +126,26 @@ pub enum Control {
         records: u64,
         dropped: u64,
     },
+    /// Client → server, on a connection of its own: be this client's hands toward the agent
+    /// at `dst` for at most `max_ms`: open a session there and run the [`Control::RelayCall`]s
+    /// that follow (trains, a load flow) from this host. A Netmapper coordinator maps paths
+    /// between other agents this way.
+    RelayOpen {
+        dst: std::net::SocketAddr,
+        max_ms: u32,
+    },
+    /// Client → server: one call on the relayed session (JSON, at most [`MAX_RELAY_BODY`]).
+    RelayCall {
+        body: Vec<u8>,
+    },
+    /// Server → client: the answer to the call before it (JSON, at most [`MAX_RELAY_BODY`]).
+    RelayReply {
+        body: Vec<u8>,
+    },
 }
+
+/// Largest JSON body of a relay call or reply (a train's result with hop replies is well under).
+pub const MAX_RELAY_BODY: usize = 512 << 10;
 
 fn addr_len(a: &std::net::SocketAddr) -> usize {
     1 + if a.is_ipv4() { 4 } else { 16 } + 2
@@ -177,6 +196,9 @@ mod ty {
     pub const CAPTURE_START: u8 = 9;
     pub const CAPTURE_BATCH: u8 = 10;
     pub const CAPTURE_END: u8 = 11;
+    pub const RELAY_OPEN: u8 = 12;
+    pub const RELAY_CALL: u8 = 13;
+    pub const RELAY_REPLY: u8 = 14;
 }
 
 /// Error codes in [`Control::Error`].
@@ -187,6 +209,8 @@ pub mod code {
     pub const INTERNAL: u16 = 4;
     /// A capture request refused: not allowed, not possible here, or too many at once.
     pub const CAPTURE: u16 = 5;
+    /// A relay was refused or failed (too many at once, the third agent unreachable).
+    pub const RELAY: u16 = 6;
 }
 
 impl Control {
@@ -209,6 +233,8 @@ impl Control {
                 } => addr_len(sender) + addr_len(receiver) + 4 + 4,
                 Control::CaptureBatch { records } => 2 + records.len() * SEG_RECORD_LEN,
                 Control::CaptureEnd { .. } => 8 + 8,
+                Control::RelayOpen { dst, .. } => addr_len(dst) + 4,
+                Control::RelayCall { body } | Control::RelayReply { body } => body.len(),
             }
     }
 
@@ -324,6 +350,26 @@ impl Control {
                 out.extend_from_slice(&records.to_be_bytes());
                 out.extend_from_slice(&dropped.to_be_bytes());
                 ty::CAPTURE_END
+            }
+            Control::RelayOpen { dst, max_ms } => {
+                put_addr(out, dst);
+                out.extend_from_slice(&max_ms.to_be_bytes());
+                ty::RELAY_OPEN
+            }
+            Control::RelayCall { body } | Control::RelayReply { body } => {
+                if body.len() > MAX_RELAY_BODY {
+                    out.truncate(start);
+                    return Err(WireError::TooLarge {
+                        len: body.len(),
+                        max: MAX_RELAY_BODY,
+                    });
+                }
+                out.extend_from_slice(body);
+                if matches!(self, Control::RelayCall { .. }) {
+                    ty::RELAY_CALL
+                } else {
+                    ty::RELAY_REPLY
+                }
             }
         };
         let len = out.len() - start - FRAME_HEADER;
@@ -471,6 +517,25 @@ impl Control {
                 records: r.u64()?,
                 dropped: r.u64()?,
             },
+            ty::RELAY_OPEN => Control::RelayOpen {
+                dst: get_addr(&mut r)?,
+                max_ms: r.u32()?,
+            },
+            ty::RELAY_CALL | ty::RELAY_REPLY => {
+                let n = r.remaining();
+                if n > MAX_RELAY_BODY {
+                    return Err(WireError::TooLarge {
+                        len: n,
+                        max: MAX_RELAY_BODY,
+                    });
+                }
+                let body = r.take(n)?.to_vec();
+                if t == ty::RELAY_CALL {
+                    Control::RelayCall { body }
+                } else {
+                    Control::RelayReply { body }
+                }
+            }
             other => return Err(WireError::UnknownType(other)),
         };
         if r.remaining() != 0 {
@@ -547,7 +612,30 @@ mod tests {
                 records: 5,
                 dropped: 1,
             },
+            Control::RelayOpen {
+                dst: "[2001:db8::2]:7240".parse().unwrap(),
+                max_ms: 60_000,
+            },
+            Control::RelayCall {
+                body: b"{\"Train\":{}}".to_vec(),
+            },
+            Control::RelayReply { body: Vec::new() },
         ]
+    }
+
+    #[test]
+    fn oversized_relay_bodies_are_refused_both_ways() {
+        let big = Control::RelayCall {
+            body: vec![b' '; MAX_RELAY_BODY + 1],
+        };
+        assert!(matches!(
+            big.encode(&mut Vec::new()),
+            Err(WireError::TooLarge { .. })
+        ));
+        let mut frame = vec![ty::RELAY_REPLY];
+        frame.extend_from_slice(&((MAX_RELAY_BODY + 1) as u32).to_be_bytes());
+        frame.resize(FRAME_HEADER + MAX_RELAY_BODY + 1, b' ');
+        assert!(Control::decode_frame(&frame).is_err());
     }
 
     #[test]

@@ -101,6 +101,12 @@ mgrp_counters::counters! {
         capture_records,
         /// Arrivals not sent: over the request's record limit, or lost by the capture ring
         capture_dropped,
+        /// Relays run for a coordinator (this agent's trains and flows toward a third agent)
+        relays,
+        /// Relay requests refused (too many at once, the third agent unreachable or refusing)
+        relays_refused,
+        /// Relay calls answered
+        relay_calls,
     }
 }
 
@@ -120,6 +126,8 @@ pub(crate) struct Shared {
     pub riders: Option<crate::riders::RiderReceiver>,
     /// Flow captures running for peers (bounded by [`crate::driver::capture::MAX_CAPTURES`]).
     pub captures_active: std::sync::atomic::AtomicUsize,
+    /// Relays running for coordinators (bounded by [`crate::driver::relay::MAX_RELAYS`]).
+    pub relays_active: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
@@ -178,6 +186,7 @@ impl Agent {
             stop: AtomicBool::new(false),
             pacer: Arc::new(Pacer::spawn()?),
             captures_active: Default::default(),
+            relays_active: Default::default(),
         });
         let mut threads = Vec::new();
         let s = shared.clone();

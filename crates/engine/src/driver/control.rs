@@ -179,6 +179,7 @@ fn session_loop(conn: &mut Conn, session: &mut ServerSession, s: &Shared) {
                 };
                 return super::capture::serve(conn, ask, s);
             }
+            Ok(Flow::Relay { dst, until }) => return super::relay::serve(conn, dst, until, s),
             Err(_) => {
                 bump(&c.control_errors);
                 // The machine may have queued an error for the peer.

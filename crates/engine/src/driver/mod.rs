@@ -4,3 +4,4 @@ pub mod capture;
 pub mod conn;
 pub mod control;
 pub mod probe_rx;
+pub mod relay;

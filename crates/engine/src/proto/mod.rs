@@ -29,6 +29,8 @@ pub const MAX_LOAD: Duration = Duration::from_secs(120);
 pub const MAX_TRAIN_TIMEOUT: Duration = Duration::from_secs(120);
 /// Longest capture of a flow's arrivals (two-sided Wren) an agent runs for one request.
 pub const MAX_CAPTURE: Duration = Duration::from_secs(600);
+/// Longest a relay for a coordinator lasts (a map step's flows and traceroutes fit easily).
+pub const MAX_RELAY: Duration = Duration::from_secs(300);
 /// Most records one capture request may return.
 pub const MAX_CAPTURE_RECORDS: u32 = 10_000_000;
 
@@ -60,6 +62,9 @@ pub(crate) fn kind(msg: &mgrp_wire::control::Control) -> &'static str {
         CaptureStart { .. } => "CaptureStart",
         CaptureBatch { .. } => "CaptureBatch",
         CaptureEnd { .. } => "CaptureEnd",
+        RelayOpen { .. } => "RelayOpen",
+        RelayCall { .. } => "RelayCall",
+        RelayReply { .. } => "RelayReply",
     }
 }
 

@@ -250,6 +250,12 @@ pub enum Flow {
         until: Instant,
         max_records: u32,
     },
+    /// From now on the connection carries relay calls: this agent's trains and load flow
+    /// toward the agent at `dst`, for the peer, until `until` (already capped).
+    Relay {
+        dst: std::net::SocketAddr,
+        until: Instant,
+    },
 }
 
 /// Bytes to send, and whether they are a train report (for the counters).
@@ -379,6 +385,14 @@ impl ServerSession {
                         receiver,
                         until: now + wait,
                         max_records: max_records.min(MAX_CAPTURE_RECORDS),
+                    });
+                }
+                // Like a load or a capture, a relay owns its connection from its first message.
+                Control::RelayOpen { dst, max_ms } if self.pending.is_none() && !self.measured => {
+                    let wait = Duration::from_millis(max_ms as u64).min(super::MAX_RELAY);
+                    return Ok(Flow::Relay {
+                        dst,
+                        until: now + wait,
                     });
                 }
                 other => {
