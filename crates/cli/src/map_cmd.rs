@@ -1,4 +1,5 @@
-//! `mgrp map --agents A,B,C`: Netmapper from this host to several agents — the paths' links,
+//! `mgrp map --agents A,B,C [--pairwise]`: Netmapper from this host to several agents (and
+//! with `--pairwise` between them, each agent relaying for this host) — the paths' links,
 //! which are bottlenecks ("=B") and lower bounds on the rest (">B"). Logic in `mgrp-map`.
 
 use crate::say;
@@ -7,7 +8,7 @@ use clap::Args;
 use mgrp_engine::api::parse_peer;
 use mgrp_engine::auth::Key;
 use mgrp_engine::pacer::Pacer;
-use mgrp_map::netmap::{LocalConnector, MapConfig};
+use mgrp_map::netmap::{AgentsConnector, MapConfig};
 use mgrp_map::{BottleneckConfig, PlannerConfig, TraceConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,6 +34,10 @@ pub struct MapArgs {
     /// Most TCP flows run together.
     #[arg(long, default_value_t = 8)]
     max_parallel: usize,
+    /// Also map the paths between the agents: each runs its trains and flows for this host
+    /// (a relay; the agents must share this host's key).
+    #[arg(long)]
+    pairwise: bool,
     /// Congestion control of the flows (default: the kernel's).
     #[arg(long)]
     cc: Option<String>,
@@ -51,14 +56,19 @@ pub fn run(a: MapArgs) -> Result<()> {
     if a.max_time < Duration::from_millis(500) || a.max_time > mgrp_engine::proto::MAX_LOAD {
         bail!("--max-time must be between 500ms and 120s (an agent sinks no longer)");
     }
-    let mut pairs = Vec::new();
+    let mut agents = Vec::new();
     for s in &a.agents {
         let p = parse_peer(s)?;
-        if pairs.iter().any(|(_, q)| *q == p) {
+        if agents.contains(&p) {
             bail!("agent {p} is listed twice");
         }
-        pairs.push((0usize, p));
+        agents.push(p);
     }
+    let (pairs, sources) = if a.pairwise {
+        mgrp_map::pairwise(&agents)
+    } else {
+        (agents.iter().map(|p| (0, *p)).collect(), vec![None])
+    };
     let cfg = MapConfig {
         pairs,
         trace: TraceConfig {
@@ -82,9 +92,10 @@ pub fn run(a: MapArgs) -> Result<()> {
     cfg.validate()?;
     let key = Key::load(a.key_file.as_deref())?;
     crate::signals::catch_signals();
-    let conn = LocalConnector {
+    let conn = AgentsConnector {
         key,
         pacer: Arc::new(Pacer::spawn()?),
+        sources,
     };
     let json = a.json;
     let rep = mgrp_map::map(&conn, &cfg, crate::signals::interrupted, |s| {

@@ -53,7 +53,10 @@ pub enum RelayResponse {
     Train(Box<TrainResult>),
     Loading,
     Sample(LoadSample),
-    Stopped { report: LoadReport, failed: bool },
+    Stopped {
+        report: LoadReport,
+        failed: bool,
+    },
     Error(String),
 }
 
@@ -154,8 +157,8 @@ impl RelaySession {
     }
 
     fn call(&mut self, req: &RelayRequest) -> Result<RelayResponse, Error> {
-        let body = serde_json::to_vec(req)
-            .map_err(|e| Error::BadInput(format!("relay call: {e}")))?;
+        let body =
+            serde_json::to_vec(req).map_err(|e| Error::BadInput(format!("relay call: {e}")))?;
         if body.len() > MAX_RELAY_BODY {
             return Err(Error::BadInput(format!(
                 "relay call of {} bytes is over {MAX_RELAY_BODY}",

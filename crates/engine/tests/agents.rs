@@ -230,3 +230,79 @@ fn a_vanishing_peer_ends_the_train_with_losses() {
     assert_eq!(r.stats.lost, r.stats.sent);
     assert!(took < Duration::from_secs(6), "bounded wait, took {took:?}");
 }
+
+/// A relay: the agent at rcv sends a train and runs a load flow toward an agent (here itself)
+/// for a client at snd, answers with what its own session saw, and counts it; a relay toward
+/// an address where no agent answers fails with the reason, and counts the refusal.
+#[test]
+fn a_relay_sends_trains_and_a_load_for_its_client_and_refuses_a_dead_target() {
+    use mgrp_engine::relay::RelaySession;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tb = testbed();
+    let agent = agent_in(&tb, Role::Rcv, key());
+    let (train, samples, report, dead) = spawn_in(&tb.ns(Role::Snd), "coordinator", move || {
+        let pacer = Arc::new(Pacer::spawn().unwrap());
+        let open = |dst| {
+            RelaySession::open(
+                peer(Role::Rcv),
+                dst,
+                &key(),
+                pacer.clone(),
+                Duration::from_secs(3),
+                Duration::from_secs(30),
+            )
+        };
+        let mut r = open(peer(Role::Rcv)).unwrap();
+        assert_eq!(r.peer(), peer(Role::Rcv));
+        assert_eq!(r.local().map(|a| a.ip()), Some(peer(Role::Rcv).ip()));
+        let train = r.send_train(&TrainSpec::uniform(20, 800, 100_000)).unwrap();
+        // Like a session, a relay that sent trains cannot become a load: another one can.
+        let refused = r
+            .into_load(Duration::from_secs(5), 200_000_000, None)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .unwrap_or("")
+                .contains("open another relay"),
+            "{refused:?}"
+        );
+        // To itself, inside one namespace: several Gbit/s, so a budget that lasts.
+        let mut load = open(peer(Role::Rcv))
+            .unwrap()
+            .into_load(Duration::from_secs(3), 4 << 30, None)
+            .unwrap();
+        let mut samples = Vec::new();
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(150));
+            samples.push(load.sample().unwrap().bytes_acked);
+        }
+        let report = load.stop();
+        let dead = open(SocketAddr::new(peer(Role::Rcv).ip(), 7999))
+            .err()
+            .map(|e| e.to_string());
+        Ok((train, samples, report, dead))
+    })
+    .unwrap()
+    .join()
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        train.probes.iter().filter(|p| p.rx_ns.is_some()).count(),
+        20
+    );
+    assert!(
+        samples.windows(2).all(|w| w[1] > w[0]) && samples[0] > 0,
+        "the relayed flow moves: {samples:?}"
+    );
+    assert!(
+        !report.failed && report.bytes_acked >= samples[2],
+        "{report:?}"
+    );
+    let dead = dead.expect("a relay to a dead agent fails");
+    assert!(dead.contains("7999"), "{dead}");
+    let c = agent.counters();
+    assert_eq!((c.relays, c.relays_refused), (2, 1), "{c:?}");
+    assert!(c.relay_calls >= 6, "{c:?}");
+}

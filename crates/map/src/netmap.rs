@@ -13,8 +13,8 @@ use crate::trace::TraceConfig;
 use crate::Error;
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
-use mgrp_engine::pacer::Pacer;
 use mgrp_engine::load::LoadSample;
+use mgrp_engine::pacer::Pacer;
 use mgrp_engine::relay::RelaySession;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
@@ -453,35 +453,9 @@ impl MapReport {
     }
 }
 
-/// Sessions from this host only (one source, index 0): `mgrp map --agents ...` without
-/// `--pairwise`. [`AgentsConnector`] also maps between other agents.
-pub struct LocalConnector {
-    pub key: Key,
-    pub pacer: Arc<Pacer>,
-}
-
-impl Connector for LocalConnector {
-    fn connect(&self, src: usize, dst: SocketAddr) -> Result<Box<dyn Hands>, Error> {
-        if src != 0 {
-            return Err(Error::Map(format!(
-                "source {src}: only this host (0) is a source"
-            )));
-        }
-        Ok(Box::new(Session::connect(
-            dst,
-            &self.key,
-            self.pacer.clone(),
-            Duration::from_secs(3),
-        )?))
-    }
-    fn source_ip(&self, _src: usize) -> Option<IpAddr> {
-        None
-    }
-}
-
-/// Sources that are other agents: this host (a `None` source) opens sessions itself, and an
-/// agent source runs them for it as a relay ([`RelaySession`]), so one coordinator maps the
-/// paths between any of the agents that share its key.
+/// Sessions from this host (a `None` source: `mgrp map`, the service) and from other agents:
+/// an agent source runs them for this host as a relay ([`RelaySession`]), so one coordinator
+/// maps the paths between any of the agents that share its key.
 pub struct AgentsConnector {
     pub key: Key,
     pub pacer: Arc<Pacer>,

@@ -15,12 +15,13 @@
 //! every = "1h"           # 1m..=7d
 //! budget = "200MB"       # TCP flows and probes of one map
 //! max_parallel = 8       # most flows run together
+//! pairwise = false       # also map between the listed agents (each relays for this one)
 //! ```
 
 use crate::hub::Hub;
 use mgrp_engine::auth::Key;
 use mgrp_engine::pacer::Pacer;
-use mgrp_map::netmap::{LocalConnector, MapConfig};
+use mgrp_map::netmap::{AgentsConnector, MapConfig};
 use mgrp_map::{BottleneckConfig, PlannerConfig, TraceConfig};
 use mgrp_store::StoredMap;
 use mgrp_traffic::units::{parse_bytes, parse_duration};
@@ -39,6 +40,7 @@ pub(crate) struct RawMap {
     every: Option<String>,
     budget: Option<String>,
     max_parallel: Option<i64>,
+    pairwise: Option<bool>,
 }
 
 /// The checked `[map]` section.
@@ -51,6 +53,8 @@ pub struct MapSchedule {
     pub every: Duration,
     pub budget_bytes: u64,
     pub max_parallel: usize,
+    /// Map the paths between the listed agents too (they run them for this one as relays).
+    pub pairwise: bool,
 }
 
 /// Most agents one coordinator maps to.
@@ -97,6 +101,7 @@ pub(crate) fn parse(raw: RawMap) -> Result<MapSchedule, String> {
         every,
         budget_bytes,
         max_parallel: max_parallel as usize,
+        pairwise: raw.pairwise.unwrap_or(false),
     })
 }
 
@@ -110,9 +115,19 @@ fn host_name() -> String {
 }
 
 impl MapSchedule {
+    /// The paths and who sends on each: this host (source 0) to every agent, and with
+    /// `pairwise` every agent to every other, relayed by the sending agent.
+    pub fn sources(&self) -> (Vec<(usize, SocketAddr)>, Vec<Option<SocketAddr>>) {
+        if self.pairwise {
+            mgrp_map::pairwise(&self.agents)
+        } else {
+            (self.agents.iter().map(|a| (0, *a)).collect(), vec![None])
+        }
+    }
+
     pub fn map_config(&self) -> MapConfig {
         MapConfig {
-            pairs: self.agents.iter().map(|a| (0, *a)).collect(),
+            pairs: self.sources().0,
             trace: TraceConfig::default(),
             bottleneck: BottleneckConfig::default(),
             planner: PlannerConfig {
@@ -216,7 +231,11 @@ pub fn start(s: &MapSchedule, key: Key, hub: Arc<Hub>) -> std::io::Result<MapRun
                     return;
                 }
             };
-            let conn = LocalConnector { key, pacer };
+            let conn = AgentsConnector {
+                key,
+                pacer,
+                sources: s.sources().1,
+            };
             let cfg = s.map_config();
             let wait_from = Instant::now();
             while !st.load(Ordering::Relaxed) && wait_from.elapsed() < first_wait {
@@ -272,6 +291,17 @@ mod tests {
         let m = parse(raw("agents = [\"198.18.1.2\"]")).unwrap();
         assert_eq!(m.agents[0].port(), 7240);
         assert!(!m.name.is_empty(), "named after the host");
+        assert_eq!(m.map_config().pairs.len(), 1, "from this host only");
+        let p = parse(raw(
+            "agents = [\"198.18.1.2\", \"198.18.2.2\", \"198.18.3.2\"]\npairwise = true",
+        ))
+        .unwrap();
+        let (pairs, sources) = p.sources();
+        assert_eq!((pairs.len(), sources.len()), (3 + 3 * 2, 4));
+        assert!(
+            pairs.iter().all(|&(s, d)| sources[s] != Some(d)),
+            "no path to itself"
+        );
         assert_eq!(
             (m.every, m.budget_bytes, m.max_parallel),
             (Duration::from_secs(3600), 200 << 20, 8)

@@ -143,6 +143,11 @@ fn step(
                 Err(e) => err(Hands::Session(session), e.to_string()),
             }
         }
+        // The far agent refuses it too (a train's report would be lost in the flow).
+        (Hands::Session(session), RelayRequest::Load { .. }) if *train_bytes > 0 => err(
+            Hands::Session(session),
+            "a relayed session that sent trains cannot become a load: open another relay".into(),
+        ),
         (Hands::Session(session), RelayRequest::Load { max_ms, budget, cc }) => {
             let left = until.saturating_duration_since(Instant::now());
             let max = Duration::from_millis(max_ms as u64).min(left);
@@ -173,10 +178,7 @@ fn step(
             let failed = report.failed;
             (Hands::Done, RelayResponse::Stopped { report, failed })
         }
-        (h, RelayRequest::Stop) => (
-            h,
-            RelayResponse::Error("no load flow to stop".into()),
-        ),
+        (h, RelayRequest::Stop) => (h, RelayResponse::Error("no load flow to stop".into())),
         (h, _) => err(
             h,
             "call not possible now (after Load: only Sample and Stop; after Stop: nothing)".into(),
