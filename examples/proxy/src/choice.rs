@@ -11,7 +11,10 @@
 //! in use neither holds nor breaks the choice, and a change elsewhere is acted on at the first
 //! reading that sees it.
 //! A path with no fresh passive estimate and an active one older than `quiet_after` has gone
-//! quiet: [`Chooser::poll_probe`] asks for an active measurement of it (once per `quiet_after`).
+//! quiet: [`Chooser::poll_probe`] asks for an active measurement of it (once per `quiet_after`,
+//! the oldest-known path first). The replica in use goes quiet only after
+//! `quiet_after_current`: its figure is a median that moves slowly anyway, and the agent's
+//! measurements (one at a time) are better spent on the paths a change must be seen on.
 //! One request in `divert_every` goes to the other replica known longest ago, so every path
 //! keeps carrying a little traffic for Wren.
 //!
@@ -32,6 +35,8 @@ pub struct ChoiceConfig {
     pub passive_fresh: Duration,
     /// No fresh passive estimate and the active one older than this: measure the path.
     pub quiet_after: Duration,
+    /// The same for the replica in use.
+    pub quiet_after_current: Duration,
     /// One request in this many goes to another replica (128: 0.78%).
     pub divert_every: u64,
     /// Leave the current replica only for one better by this fraction (hysteresis). The
@@ -52,7 +57,8 @@ impl Default for ChoiceConfig {
     fn default() -> Self {
         ChoiceConfig {
             passive_fresh: Duration::from_secs(3),
-            quiet_after: Duration::from_secs(2),
+            quiet_after: Duration::from_secs(1),
+            quiet_after_current: Duration::from_secs(6),
             divert_every: 128,
             margin: 0.10,
             passive_floor: 0.5,
@@ -333,10 +339,19 @@ impl Chooser {
         }
     }
 
+    /// How long after its active estimate path `i` goes quiet.
+    fn quiet_after(&self, i: usize) -> Duration {
+        if self.current == Some(i) {
+            self.cfg.quiet_after_current
+        } else {
+            self.cfg.quiet_after
+        }
+    }
+
     fn quiet(&self, now: Nanos, i: usize) -> bool {
         self.passive(now, i).is_none()
             && self
-                .fresh(now, &self.paths[i].active, self.cfg.quiet_after)
+                .fresh(now, &self.paths[i].active, self.quiet_after(i))
                 .is_none()
     }
 
@@ -419,20 +434,22 @@ impl Chooser {
         choice
     }
 
-    /// A path that has gone quiet and should be measured actively now, if any; each is asked
-    /// for at most once per `quiet_after` until an active estimate arrives. Nothing while the
-    /// agent is unreachable.
+    /// A path that has gone quiet and should be measured actively now, if any (the one whose
+    /// active estimate is oldest first); each is asked for at most once per its quiet interval
+    /// until an active estimate arrives. Nothing while the agent is unreachable.
     pub fn poll_probe(&mut self, now: Nanos) -> Option<usize> {
         if !self.agent_up(now) {
             return None;
         }
-        let again = self.cfg.quiet_after.as_nanos() as u64;
-        let i = (0..self.paths.len()).find(|&i| {
-            self.quiet(now, i)
-                && self.paths[i]
-                    .probe_asked
-                    .is_none_or(|t| now.saturating_sub(t) >= again)
-        })?;
+        let i = (0..self.paths.len())
+            .filter(|&i| {
+                let again = self.quiet_after(i).as_nanos() as u64;
+                self.quiet(now, i)
+                    && self.paths[i]
+                        .probe_asked
+                        .is_none_or(|t| now.saturating_sub(t) >= again)
+            })
+            .min_by_key(|&i| self.paths[i].active.map_or(0, |e| e.at))?;
         self.paths[i].probe_asked = Some(now);
         Some(i)
     }
@@ -636,7 +653,13 @@ mod tests {
 
     #[test]
     fn only_quiet_paths_are_probed_and_each_once_per_quiet_interval() {
-        let mut c = chooser();
+        let mut c = Chooser::new(
+            ChoiceConfig {
+                quiet_after: Duration::from_secs(2),
+                ..ChoiceConfig::default()
+            },
+            2,
+        );
         c.handle_agent_ok(0);
         // Nothing known: both quiet, asked one after the other, then not again at once.
         assert_eq!(c.poll_probe(0), Some(0));
@@ -655,6 +678,24 @@ mod tests {
                 assert_eq!(asked, Some(1), "t = {t}");
             }
         }
+    }
+
+    #[test]
+    fn the_replica_in_use_goes_quiet_later_and_the_oldest_known_path_is_probed_first() {
+        let mut c = chooser();
+        c.handle_agent_ok(0);
+        c.handle_estimate(0, Source::Active, 0, W, 15.0 * M, 15.0 * M);
+        c.handle_estimate(1, Source::Active, S, W, 5.0 * M, 5.0 * M);
+        assert_eq!(c.choose(S).replica, 0);
+        // At 2.5 s both are over 1 s old; only the other path is quiet (the one in use has
+        // 6 s), so it is asked for, though path 0's estimate is older.
+        assert_eq!(c.poll_probe(2 * S + S / 2), Some(1));
+        assert_eq!(c.poll_probe(2 * S + S / 2), None);
+        assert!(!c.status(2 * S + S / 2).paths[0].quiet);
+        // At 6.5 s both are quiet (path 1 asked again after 1 s): the older known goes first.
+        assert_eq!(c.poll_probe(6 * S + S / 2), Some(0));
+        assert_eq!(c.poll_probe(6 * S + S / 2), Some(1));
+        assert_eq!(c.poll_probe(6 * S + S / 2), None);
     }
 
     #[test]
