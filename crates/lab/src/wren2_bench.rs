@@ -167,8 +167,8 @@ impl Wren2Rig {
         SocketAddr::new(self.b_addr, APP_PORT)
     }
 
-    /// Cross traffic on both shaped links at `pct` of C (none at 0).
-    fn cross(&self, pct: f64) -> Result<Vec<CrossTraffic>> {
+    /// Cross traffic on both shaped links at `pct` of C (none at 0); it stops when dropped.
+    pub fn cross(&self, pct: f64) -> Result<Vec<CrossTraffic>> {
         if pct <= 0.0 {
             return Ok(Vec::new());
         }

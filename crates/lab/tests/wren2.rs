@@ -295,7 +295,13 @@ fn service_stores_wren2_beside_wren() {
     let _one = one_flow_at_a_time();
     use mgrp_service::config::{PassiveSource, ServiceConfig};
     use mgrp_service::service::Service;
-    let rig = Wren2Rig::start(20.0, 1.0, false, || Ok(())).expect("testbed");
+    // The scenario of `live_two_sided_equals_offline_on_the_same_run` (5 ms tail, 20% cross on
+    // both links), where one-sided Wren forms estimates in most windows. This test once ran the
+    // flow alone on a 1 ms tail: there the sender's bursts left few trains Wren could judge
+    // (7 to 65 trains from ~20,000 segments, ~97% rejected for ACK rate ≠ sending rate), so
+    // reaching 3 one-sided estimates in 18 s was chance — on any checkout, fresh or not.
+    let rig = Wren2Rig::start(20.0, 5.0, false, || Ok(())).expect("testbed");
+    let _cross = rig.cross(20.0).expect("cross traffic");
     let cfg = ServiceConfig {
         passive: vec![PassiveSource {
             iface: rig.a_dev.clone(),
@@ -347,17 +353,9 @@ fn service_stores_wren2_beside_wren() {
     let c = &view[0].counters;
     assert_eq!((c.wren2_requests, c.wren2_failures), (1, 0), "{view:?}");
     assert!(c.segments > 1000, "{view:?}");
-    // Where one-sided Wren formed estimates from this flow, two-sided formed them too and both
-    // were stored. In two clean-clone CI runs (2026-11-23) one-sided Wren formed none from
-    // 23,534 and 35,322 segments while it formed them in every run on a developer checkout; why
-    // is not found yet, so that case is reported, not failed (the live merge itself is held to
-    // the offline one by `live_two_sided_equals_offline_on_the_same_run`).
-    if wren >= 3 {
-        assert!(wren2 >= 3, "wren {wren} wren2 {wren2} {view:?}");
-        assert!(c.wren2_estimates >= 3, "{view:?}");
-    } else {
-        eprintln!(
-            "one-sided Wren formed {wren} estimates: the stored-beside check did not run; {view:?}"
-        );
-    }
+    // Both analyses formed estimates from the flow and both were stored (over 5 runs of this
+    // scenario each kind reached 3 within 6.5 s of the 18 s allowed).
+    assert!(wren >= 3, "wren {wren} wren2 {wren2} {view:?}");
+    assert!(wren2 >= 3, "wren {wren} wren2 {wren2} {view:?}");
+    assert!(c.wren2_estimates >= 3, "{view:?}");
 }

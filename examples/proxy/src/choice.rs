@@ -1,11 +1,20 @@
 //! The choice rule, sans-IO: estimates and the agent's health in with `now`, a replica out.
 //!
-//! A path's figure is its newest active estimate, clamped by a fresh passive (Wren) one: Wren
+//! A path's figure is its active figure, clamped by a fresh passive (Wren) one: Wren
 //! bounds available bandwidth from below (`value`) and, when a train rose, from above (`high`),
 //! so a passive estimate from the proxy's own connections can raise or lower the active figure
-//! but an application-limited flow's low rate cannot pull a path under what was measured.
+//! but an application-limited flow's low rate cannot pull a path under what was measured. A
+//! passive estimate that says nothing about the path (a lower bound far under the active
+//! figure, no upper bound under it) is ignored altogether, freshness included.
+//! The active figure of the replica in use is the median of its readings since it was chosen
+//! (the newest [`READINGS`]); another path's is its newest reading: one misreading of the path
+//! in use neither holds nor breaks the choice, and a change elsewhere is acted on at the first
+//! reading that sees it.
 //! A path with no fresh passive estimate and an active one older than `quiet_after` has gone
-//! quiet: [`Chooser::poll_probe`] asks for an active measurement of it (once per `quiet_after`).
+//! quiet: [`Chooser::poll_probe`] asks for an active measurement of it (once per `quiet_after`,
+//! the oldest-known path first). The replica in use goes quiet only after
+//! `quiet_after_current`: its figure is a median that moves slowly anyway, and the agent's
+//! measurements (one at a time) are better spent on the paths a change must be seen on.
 //! One request in `divert_every` goes to the other replica known longest ago, so every path
 //! keeps carrying a little traffic for Wren.
 //!
@@ -26,12 +35,20 @@ pub struct ChoiceConfig {
     pub passive_fresh: Duration,
     /// No fresh passive estimate and the active one older than this: measure the path.
     pub quiet_after: Duration,
+    /// The same for the replica in use.
+    pub quiet_after_current: Duration,
     /// One request in this many goes to another replica (128: 0.78%).
     pub divert_every: u64,
-    /// Leave the current replica only for one better by this fraction (hysteresis). Above
-    /// the estimators' typical error (`auto`: 16% median over `mgrp bench accuracy`'s grid),
-    /// so that two readings of paths this close do not flip the choice back and forth.
+    /// Leave the current replica only for one better by this fraction (hysteresis). The
+    /// current replica's figure is a median of readings (see the module), so the margin only
+    /// has to cover a challenger's misreading, not both sides' (it was 25% with newest
+    /// readings on both sides; `mgrp bench proxy` showed the loaded path's over-reads holding
+    /// the old choice for up to 12 s with it).
     pub margin: f64,
+    /// A passive lower bound under this fraction of the path's active figure, with no upper
+    /// bound under that figure, says nothing about the path and is ignored (`mgrp bench proxy`:
+    /// the proxy's small request segments gave 0.007–0.02 Mbit/s on a path with 15 free).
+    pub passive_floor: f64,
     /// The agent counts as unreachable when no poll succeeded for this long.
     pub agent_timeout: Duration,
 }
@@ -40,9 +57,11 @@ impl Default for ChoiceConfig {
     fn default() -> Self {
         ChoiceConfig {
             passive_fresh: Duration::from_secs(3),
-            quiet_after: Duration::from_secs(2),
+            quiet_after: Duration::from_secs(1),
+            quiet_after_current: Duration::from_secs(6),
             divert_every: 128,
-            margin: 0.25,
+            margin: 0.10,
+            passive_floor: 0.5,
             agent_timeout: Duration::from_secs(3),
         }
     }
@@ -97,6 +116,9 @@ struct Est {
     high: Option<f64>,
 }
 
+/// Active readings kept per path, for the median of the replica in use.
+pub const READINGS: usize = 3;
+
 /// Bytes sent are counted in buckets of this many ns ...
 const BUCKET_NS: u64 = 100_000_000;
 /// ... the last this many (10 s) kept.
@@ -107,6 +129,8 @@ struct Path {
     /// (bucket index, bytes) of what the proxy sent to this replica, oldest first.
     sent: std::collections::VecDeque<(u64, u64)>,
     active: Option<Est>,
+    /// The newest active readings (at, value), oldest first, at most [`READINGS`].
+    readings: std::collections::VecDeque<(Nanos, f64)>,
     passive: Option<Est>,
     probe_asked: Option<Nanos>,
     requests: u64,
@@ -148,6 +172,8 @@ pub struct Chooser {
     last_ok: Option<Nanos>,
     last_error: Option<String>,
     current: Option<usize>,
+    /// Readings of the current replica from this time on make its figure.
+    current_since: Nanos,
     round_robin: usize,
 }
 
@@ -167,6 +193,7 @@ impl Chooser {
             last_ok: None,
             last_error: None,
             current: None,
+            current_since: 0,
             round_robin: 0,
         }
     }
@@ -238,6 +265,10 @@ impl Chooser {
         *slot = Some(Est { at, value, high });
         if source == Source::Active {
             p.probe_asked = None;
+            p.readings.push_back((at, value));
+            if p.readings.len() > READINGS {
+                p.readings.pop_front();
+            }
         }
         true
     }
@@ -265,26 +296,63 @@ impl Chooser {
         e.filter(|e| now.saturating_sub(e.at) <= limit.as_nanos() as u64)
     }
 
-    /// The figure of path `i`: the active estimate clamped by a fresh passive one.
+    /// The active figure of path `i`: the median of its readings since it became the current
+    /// replica when it is that, else its newest.
+    fn active_figure(&self, i: usize) -> Option<f64> {
+        let p = &self.paths[i];
+        let newest = p.active.map(|e| e.value)?;
+        if self.current != Some(i) {
+            return Some(newest);
+        }
+        let mut v: Vec<f64> = p
+            .readings
+            .iter()
+            .filter(|(at, _)| *at >= self.current_since)
+            .map(|(_, v)| *v)
+            .collect();
+        Some(median(&mut v).unwrap_or(newest))
+    }
+
+    /// A fresh passive estimate of path `i` that says something about it: not a lower bound
+    /// far under the active figure (unless its upper bound is under that figure too).
+    fn passive(&self, now: Nanos, i: usize) -> Option<Est> {
+        let w = self.fresh(now, &self.paths[i].passive, self.cfg.passive_fresh)?;
+        match self.active_figure(i) {
+            Some(a) if w.value < a * self.cfg.passive_floor && w.high.is_none_or(|h| h >= a) => {
+                None
+            }
+            _ => Some(w),
+        }
+    }
+
+    /// The figure of path `i`: the active figure clamped by a fresh passive estimate.
     fn figure(&self, now: Nanos, i: usize) -> Option<f64> {
         let p = &self.paths[i];
-        let passive = self.fresh(now, &p.passive, self.cfg.passive_fresh);
-        match (p.active, passive) {
+        match (self.active_figure(i), self.passive(now, i)) {
             (None, None) => p.passive.map(|e| e.value),
-            (Some(a), None) => Some(a.value),
+            (Some(a), None) => Some(a),
             (None, Some(w)) => Some(w.value),
             (Some(a), Some(w)) => {
                 let hi = w.high.unwrap_or(f64::INFINITY);
-                Some(a.value.max(w.value).min(hi.max(w.value)))
+                Some(a.max(w.value).min(hi.max(w.value)))
             }
         }
     }
 
+    /// How long after its active estimate path `i` goes quiet.
+    fn quiet_after(&self, i: usize) -> Duration {
+        if self.current == Some(i) {
+            self.cfg.quiet_after_current
+        } else {
+            self.cfg.quiet_after
+        }
+    }
+
     fn quiet(&self, now: Nanos, i: usize) -> bool {
-        let p = &self.paths[i];
-        self.fresh(now, &p.passive, self.cfg.passive_fresh)
-            .is_none()
-            && self.fresh(now, &p.active, self.cfg.quiet_after).is_none()
+        self.passive(now, i).is_none()
+            && self
+                .fresh(now, &self.paths[i].active, self.quiet_after(i))
+                .is_none()
     }
 
     /// The replica ordinary requests go to: the best figure, staying put within `margin`.
@@ -323,7 +391,11 @@ impl Chooser {
                 reason: Reason::AgentDown,
             }
         } else if let Some(best) = self.best(now) {
-            self.current = Some(best);
+            if self.current != Some(best) {
+                self.current = Some(best);
+                // Its figure starts from the reading that made it the best.
+                self.current_since = self.paths[best].active.map_or(0, |e| e.at);
+            }
             if self.paths.len() > 1 && self.requests % self.cfg.divert_every.max(2) == 0 {
                 // The other path known longest ago (never known first).
                 let other = (0..self.paths.len())
@@ -362,20 +434,22 @@ impl Chooser {
         choice
     }
 
-    /// A path that has gone quiet and should be measured actively now, if any; each is asked
-    /// for at most once per `quiet_after` until an active estimate arrives. Nothing while the
-    /// agent is unreachable.
+    /// A path that has gone quiet and should be measured actively now, if any (the one whose
+    /// active estimate is oldest first); each is asked for at most once per its quiet interval
+    /// until an active estimate arrives. Nothing while the agent is unreachable.
     pub fn poll_probe(&mut self, now: Nanos) -> Option<usize> {
         if !self.agent_up(now) {
             return None;
         }
-        let again = self.cfg.quiet_after.as_nanos() as u64;
-        let i = (0..self.paths.len()).find(|&i| {
-            self.quiet(now, i)
-                && self.paths[i]
-                    .probe_asked
-                    .is_none_or(|t| now.saturating_sub(t) >= again)
-        })?;
+        let i = (0..self.paths.len())
+            .filter(|&i| {
+                let again = self.quiet_after(i).as_nanos() as u64;
+                self.quiet(now, i)
+                    && self.paths[i]
+                        .probe_asked
+                        .is_none_or(|t| now.saturating_sub(t) >= again)
+            })
+            .min_by_key(|&i| self.paths[i].active.map_or(0, |e| e.at))?;
         self.paths[i].probe_asked = Some(now);
         Some(i)
     }
@@ -414,6 +488,20 @@ impl Chooser {
                 .collect(),
         }
     }
+}
+
+/// The median of `v` (the mean of the middle two for an even count); `None` when empty.
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 #[cfg(test)]
@@ -471,11 +559,11 @@ mod tests {
         c.handle_estimate(0, Source::Active, 0, W, 15.0 * M, 15.0 * M);
         c.handle_estimate(1, Source::Active, 0, W, 4.8 * M, 4.8 * M);
         assert_eq!(c.choose(S).replica, 0);
-        // 18.5 is within 25% of 15: stay.
-        c.handle_estimate(1, Source::Active, 2 * S, W, 18.5 * M, 18.5 * M);
+        // 16.4 is within 10% of 15: stay.
+        c.handle_estimate(1, Source::Active, 2 * S, W, 16.4 * M, 16.4 * M);
         c.handle_agent_ok(2 * S);
         assert_eq!(c.choose(2 * S).replica, 0);
-        c.handle_estimate(1, Source::Active, 3 * S, W, 20.0 * M, 20.0 * M);
+        c.handle_estimate(1, Source::Active, 3 * S, W, 16.6 * M, 16.6 * M);
         c.handle_agent_ok(3 * S);
         assert_eq!(c.choose(3 * S).replica, 1);
     }
@@ -504,8 +592,74 @@ mod tests {
     }
 
     #[test]
-    fn only_quiet_paths_are_probed_and_each_once_per_quiet_interval() {
+    fn the_replica_in_use_is_judged_by_the_median_of_its_readings() {
         let mut c = chooser();
+        c.handle_agent_ok(0);
+        c.handle_estimate(0, Source::Active, 0, W, 15.0 * M, 15.0 * M);
+        c.handle_estimate(1, Source::Active, 0, W, 5.0 * M, 5.0 * M);
+        assert_eq!(c.choose(0).replica, 0);
+        // One under-read of the path in use (6 for 15): the median of 15, 6 and 15 holds it
+        // against a challenger at 10 (the newest reading alone would have left for 10).
+        c.handle_estimate(0, Source::Active, S, W, 15.0 * M, 15.0 * M);
+        c.handle_estimate(0, Source::Active, 2 * S, W, 6.0 * M, 6.0 * M);
+        c.handle_estimate(1, Source::Active, 2 * S, W, 10.0 * M, 10.0 * M);
+        assert_eq!(c.status(2 * S).paths[0].figure_bps, Some(15.0 * M));
+        assert_eq!(c.choose(2 * S).replica, 0);
+        // One over-read (21) does not hold it against a challenger that freed up (20 > 15 ×
+        // 1.1), where the newest reading alone would have stayed.
+        c.handle_estimate(0, Source::Active, 3 * S, W, 21.0 * M, 21.0 * M);
+        c.handle_estimate(1, Source::Active, 3 * S, W, 20.0 * M, 20.0 * M);
+        assert_eq!(c.status(3 * S).paths[0].figure_bps, Some(15.0 * M));
+        assert_eq!(c.choose(3 * S).replica, 1);
+        // The new replica in use counts its readings from the one that made it the best (not
+        // its old 5 and 10): an old-path reading of 18 does not bring the choice back, and its
+        // figure is its newest-readings median from then on.
+        assert_eq!(c.status(3 * S).paths[1].figure_bps, Some(20.0 * M));
+        c.handle_estimate(0, Source::Active, 4 * S, W, 18.0 * M, 18.0 * M);
+        assert_eq!(c.choose(4 * S).replica, 1);
+        c.handle_estimate(1, Source::Active, 5 * S, W, 19.0 * M, 19.0 * M);
+        assert_eq!(c.status(5 * S).paths[1].figure_bps, Some(19.5 * M));
+        // Only the newest READINGS count: 19, 22, 23 (the 20 fell out).
+        c.handle_estimate(1, Source::Active, 6 * S, W, 22.0 * M, 22.0 * M);
+        c.handle_estimate(1, Source::Active, 7 * S, W, 23.0 * M, 23.0 * M);
+        assert_eq!(c.status(7 * S).paths[1].figure_bps, Some(22.0 * M));
+        assert!(c.paths[1].readings.len() <= READINGS);
+    }
+
+    #[test]
+    fn a_passive_lower_bound_far_under_the_active_figure_is_ignored() {
+        let mut c = chooser();
+        c.handle_agent_ok(0);
+        c.handle_estimate(0, Source::Active, 0, W, 15.0 * M, 15.0 * M);
+        c.handle_estimate(1, Source::Active, 0, W, 5.0 * M, 5.0 * M);
+        // The proxy's small request segments: 0.01 Mbit/s, a lower bound only. Not fresh
+        // either: the path still goes quiet and is probed once its active estimate is 2 s old.
+        c.handle_estimate(0, Source::Passive, 3 * S, W, 0.01 * M, 0.01 * M);
+        c.handle_agent_ok(3 * S);
+        assert_eq!(c.status(3 * S).paths[0].figure_bps, Some(15.0 * M));
+        assert!(c.status(3 * S).paths[0].quiet);
+        assert_eq!(c.poll_probe(3 * S), Some(0));
+        // At half the active figure or more it counts: fresh, and the path is not quiet.
+        c.handle_estimate(0, Source::Passive, 4 * S, W, 7.5 * M, 7.5 * M);
+        c.handle_agent_ok(4 * S);
+        assert!(!c.status(4 * S).paths[0].quiet);
+        // Far under it but with an upper bound under the active figure too: it says the path
+        // is worse than measured, and clamps it.
+        c.handle_estimate(0, Source::Passive, 5 * S, W, 0.01 * M, 4.0 * M);
+        c.handle_agent_ok(5 * S);
+        assert_eq!(c.status(5 * S).paths[0].figure_bps, Some(4.0 * M));
+        assert!(!c.status(5 * S).paths[0].quiet);
+    }
+
+    #[test]
+    fn only_quiet_paths_are_probed_and_each_once_per_quiet_interval() {
+        let mut c = Chooser::new(
+            ChoiceConfig {
+                quiet_after: Duration::from_secs(2),
+                ..ChoiceConfig::default()
+            },
+            2,
+        );
         c.handle_agent_ok(0);
         // Nothing known: both quiet, asked one after the other, then not again at once.
         assert_eq!(c.poll_probe(0), Some(0));
@@ -524,6 +678,24 @@ mod tests {
                 assert_eq!(asked, Some(1), "t = {t}");
             }
         }
+    }
+
+    #[test]
+    fn the_replica_in_use_goes_quiet_later_and_the_oldest_known_path_is_probed_first() {
+        let mut c = chooser();
+        c.handle_agent_ok(0);
+        c.handle_estimate(0, Source::Active, 0, W, 15.0 * M, 15.0 * M);
+        c.handle_estimate(1, Source::Active, S, W, 5.0 * M, 5.0 * M);
+        assert_eq!(c.choose(S).replica, 0);
+        // At 2.5 s both are over 1 s old; only the other path is quiet (the one in use has
+        // 6 s), so it is asked for, though path 0's estimate is older.
+        assert_eq!(c.poll_probe(2 * S + S / 2), Some(1));
+        assert_eq!(c.poll_probe(2 * S + S / 2), None);
+        assert!(!c.status(2 * S + S / 2).paths[0].quiet);
+        // At 6.5 s both are quiet (path 1 asked again after 1 s): the older known goes first.
+        assert_eq!(c.poll_probe(6 * S + S / 2), Some(0));
+        assert_eq!(c.poll_probe(6 * S + S / 2), Some(1));
+        assert_eq!(c.poll_probe(6 * S + S / 2), None);
     }
 
     #[test]
