@@ -350,27 +350,19 @@ impl Session {
     /// `max_records`; this session's connection then carries the records back. Only a session
     /// that has sent no train may become a capture.
     pub fn into_capture(
-        mut self,
+        self,
         sender: SocketAddr,
         receiver: SocketAddr,
         max: Duration,
         max_records: u32,
     ) -> Result<PeerCapture, Error> {
-        let stream = self
-            .ctrl
-            .conn
-            .stream
-            .try_clone()
-            .map_err(|e| Error::io("clone the control socket", e))?;
-        self.ctrl.send(&Control::CaptureStart {
+        let peer = self.peer;
+        let stream = self.hand_on(&Control::CaptureStart {
             sender,
             receiver,
             max_ms: max.min(crate::proto::MAX_CAPTURE).as_millis() as u32,
             max_records,
         })?;
-        self.handed_on = true;
-        let peer = self.peer;
-        drop(self);
         Ok(PeerCapture {
             ctrl: ClientConn::new(stream),
             peer,
@@ -384,23 +376,29 @@ impl Session {
     /// `max` (see [`crate::relay`]); this session's connection then carries the relay calls.
     /// Only a session that has sent no train may become a relay.
     pub(crate) fn into_relay(
-        mut self,
+        self,
         dst: SocketAddr,
         max: Duration,
     ) -> Result<crate::driver::conn::ClientConn, Error> {
+        let stream = self.hand_on(&Control::RelayOpen {
+            dst,
+            max_ms: max.min(crate::proto::MAX_RELAY).as_millis() as u32,
+        })?;
+        Ok(ClientConn::new(stream))
+    }
+
+    /// Send `msg`, after which the connection belongs to what it asked for (a capture, a
+    /// relay): its socket, and the session ended without a Close.
+    fn hand_on(mut self, msg: &Control) -> Result<std::net::TcpStream, Error> {
         let stream = self
             .ctrl
             .conn
             .stream
             .try_clone()
             .map_err(|e| Error::io("clone the control socket", e))?;
-        self.ctrl.send(&Control::RelayOpen {
-            dst,
-            max_ms: max.min(crate::proto::MAX_RELAY).as_millis() as u32,
-        })?;
+        self.ctrl.send(msg)?;
         self.handed_on = true;
-        drop(self);
-        Ok(ClientConn::new(stream))
+        Ok(stream)
     }
 }
 

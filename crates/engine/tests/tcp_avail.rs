@@ -3,7 +3,7 @@
 //! against a real TCP flow started in the same conditions right after it.
 
 mod common;
-use common::{key, serial};
+use common::{key, serial, testbed_at};
 use mgrp_engine::client::Session;
 use mgrp_engine::daemon::{Agent, AgentConfig};
 use mgrp_engine::pacer::Pacer;
@@ -11,22 +11,25 @@ use mgrp_engine::run::run_tcp_avail;
 use mgrp_estimate::tcp_avail::TcpAvailParams;
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
 use mgrp_testbed::netns::spawn_in;
-use mgrp_testbed::{CrossPattern, DelayMode, Role, Testbed, TestbedConfig};
+use mgrp_testbed::{CrossPattern, Role, Testbed};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+fn connect(agent: SocketAddr) -> Session {
+    Session::connect(
+        agent,
+        &key(),
+        Arc::new(Pacer::spawn().unwrap()),
+        Duration::from_secs(3),
+    )
+    .unwrap()
+}
+
 /// A plain bulk CUBIC flow for 6 s: its goodput from 2 s to the end (past slow start), bit/s.
 fn real_flow(tb: &Testbed, agent: SocketAddr) -> f64 {
     spawn_in(&tb.ns(Role::Snd), "real-flow", move || {
-        let s = Session::connect(
-            agent,
-            &key(),
-            Arc::new(Pacer::spawn().unwrap()),
-            Duration::from_secs(3),
-        )
-        .unwrap();
-        let f = s
+        let f = connect(agent)
             .into_load(Duration::from_secs(7), 1 << 30, Some("cubic"))
             .unwrap();
         std::thread::sleep(Duration::from_secs(2));
@@ -45,14 +48,7 @@ fn real_flow(tb: &Testbed, agent: SocketAddr) -> f64 {
 #[test]
 fn tcp_available_matches_a_real_flow_beside_one_cubic_flow() {
     let _g = serial();
-    let tb = Testbed::up(
-        TestbedConfig {
-            capacity_bps: 20_000_000,
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .unwrap();
+    let tb = testbed_at(20_000_000);
     let listen: SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse().unwrap();
     let _agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
         Ok(Agent::start(AgentConfig::new(listen, key())).unwrap())
@@ -66,13 +62,7 @@ fn tcp_available_matches_a_real_flow_beside_one_cubic_flow() {
     // Let the cross flow fill the link first: a new flow then meets a full queue.
     std::thread::sleep(Duration::from_secs(2));
     let run = spawn_in(&tb.ns(Role::Snd), "tcp-avail", move || {
-        let s = Session::connect(
-            listen,
-            &key(),
-            Arc::new(Pacer::spawn().unwrap()),
-            Duration::from_secs(3),
-        )
-        .unwrap();
+        let s = connect(listen);
         Ok(run_tcp_avail(
             s,
             &TcpAvailParams::default(),

@@ -33,69 +33,45 @@ pub trait Hands: Prober + Send {
     ) -> Result<Box<dyn Load>, Error>;
 }
 
-impl Prober for Session {
-    fn send_train(&mut self, spec: &TrainSpec) -> Result<TrainResult, Error> {
-        Ok(Session::send_train(self, spec)?)
-    }
-    fn peer(&self) -> SocketAddr {
-        Session::peer(self)
-    }
-    fn local(&self) -> Option<SocketAddr> {
-        Session::local(self)
-    }
-    fn control_rtt(&self) -> Option<(Duration, Duration)> {
-        Session::control_rtt(self)
-    }
+/// A session kind that sends trains and can become a load: the same forwarding for both.
+macro_rules! hands_for {
+    ($t:ty) => {
+        impl Prober for $t {
+            fn send_train(&mut self, spec: &TrainSpec) -> Result<TrainResult, Error> {
+                Ok(<$t>::send_train(self, spec)?)
+            }
+            fn peer(&self) -> SocketAddr {
+                <$t>::peer(self)
+            }
+            fn local(&self) -> Option<SocketAddr> {
+                <$t>::local(self)
+            }
+            fn control_rtt(&self) -> Option<(Duration, Duration)> {
+                <$t>::control_rtt(self)
+            }
+        }
+
+        impl Hands for $t {
+            fn start_load(
+                self: Box<Self>,
+                max: Duration,
+                budget: u64,
+                cc: Option<&str>,
+            ) -> Result<Box<dyn Load>, Error> {
+                Ok(Box::new(self.into_load(max, budget, cc)?))
+            }
+        }
+
+        impl From<$t> for Box<dyn Hands> {
+            fn from(s: $t) -> Self {
+                Box::new(s)
+            }
+        }
+    };
 }
 
-impl Hands for Session {
-    fn start_load(
-        self: Box<Self>,
-        max: Duration,
-        budget: u64,
-        cc: Option<&str>,
-    ) -> Result<Box<dyn Load>, Error> {
-        Ok(Box::new(self.into_load(max, budget, cc)?))
-    }
-}
-
-impl From<Session> for Box<dyn Hands> {
-    fn from(s: Session) -> Self {
-        Box::new(s)
-    }
-}
-
-impl Prober for RelaySession {
-    fn send_train(&mut self, spec: &TrainSpec) -> Result<TrainResult, Error> {
-        Ok(RelaySession::send_train(self, spec)?)
-    }
-    fn peer(&self) -> SocketAddr {
-        RelaySession::peer(self)
-    }
-    fn local(&self) -> Option<SocketAddr> {
-        RelaySession::local(self)
-    }
-    fn control_rtt(&self) -> Option<(Duration, Duration)> {
-        RelaySession::control_rtt(self)
-    }
-}
-
-impl Hands for RelaySession {
-    fn start_load(
-        self: Box<Self>,
-        max: Duration,
-        budget: u64,
-        cc: Option<&str>,
-    ) -> Result<Box<dyn Load>, Error> {
-        Ok(Box::new(self.into_load(max, budget, cc)?))
-    }
-}
-
-impl From<RelaySession> for Box<dyn Hands> {
-    fn from(s: RelaySession) -> Self {
-        Box::new(s)
-    }
-}
+hands_for!(Session);
+hands_for!(RelaySession);
 
 impl Load for RelayLoad {
     fn sample(&mut self) -> Result<LoadSample, Error> {

@@ -18,9 +18,14 @@ pub fn key() -> Key {
 
 /// A testbed whose bottleneck does not limit the tests (1 Gbit/s).
 pub fn testbed() -> Testbed {
+    testbed_at(1_000_000_000)
+}
+
+/// A testbed with this bottleneck rate, the other settings default.
+pub fn testbed_at(capacity_bps: u64) -> Testbed {
     Testbed::up(
         TestbedConfig {
-            capacity_bps: 1_000_000_000,
+            capacity_bps,
             ..Default::default()
         },
         DelayMode::Thread,
