@@ -144,8 +144,8 @@ impl<E: Estimator> Estimator for JitterTap<E> {
 mod tests {
     use super::*;
     use crate::fluid::FluidPath;
-    use mgrp_train::{MonoNs, ProbeResult, TrainStats, WallNs};
     use mgrp_traffic::pattern::CrossPattern;
+    use mgrp_train::{MonoNs, ProbeResult, TrainStats, WallNs};
 
     /// A train sent every `gap` ns whose i-th probe has one-way delay `owd(i)`; `None` = lost.
     fn train(n: usize, gap: u64, owd: impl Fn(usize) -> Option<u64>) -> TrainResult {
@@ -196,7 +196,9 @@ mod tests {
     #[test]
     fn ipdv_of_alternating_delays() {
         // OWD 10, 12, 10, 12 ms...: every pair differs by 2 ms.
-        let t = train(11, 1_000_000, |i| Some(10_000_000 + (i as u64 % 2) * 2_000_000));
+        let t = train(11, 1_000_000, |i| {
+            Some(10_000_000 + (i as u64 % 2) * 2_000_000)
+        });
         let d = ipdv(&t);
         assert_eq!(d.len(), 10);
         assert!(d.iter().all(|x| (x.abs() - 0.002).abs() < 1e-12), "{d:?}");

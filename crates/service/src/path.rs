@@ -93,7 +93,8 @@ impl PathState {
     pub(crate) fn round_done(&self, stored: &[&str]) {
         let Some(m) = &self.once else { return };
         let c = self.counters();
-        if stored.contains(&m.as_str()) || c.measurements + c.errors + c.skipped_for_budget >= ONCE_ATTEMPTS
+        if stored.contains(&m.as_str())
+            || c.measurements + c.errors + c.skipped_for_budget >= ONCE_ATTEMPTS
         {
             self.done.store(true, Ordering::Relaxed);
         }

@@ -421,7 +421,8 @@ impl Drop for Subscription {
     }
 }
 
-type EventStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<sse::Event, Infallible>> + Send>>;
+type EventStream =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<sse::Event, Infallible>> + Send>>;
 
 async fn events(
     State(st): State<AppState>,
@@ -437,7 +438,9 @@ async fn events(
             && q.fall_pct.is_none()
             && q.change_pct.is_none();
         if !alone {
-            return Err(bad("`query` takes no other parameter: the query holds its conditions"));
+            return Err(bad(
+                "`query` takes no other parameter: the query holds its conditions",
+            ));
         }
         return query_events(st, id);
     }
@@ -504,7 +507,10 @@ async fn events(
 
 /// An event query's notifications (`query` events), and `lagged` when the subscriber fell
 /// behind.
-fn query_events(st: AppState, id: String) -> Result<Sse<sse::KeepAliveStream<EventStream>>, ApiError> {
+fn query_events(
+    st: AppState,
+    id: String,
+) -> Result<Sse<sse::KeepAliveStream<EventStream>>, ApiError> {
     if !st.queries.exists(&id) {
         return Err(ApiError(
             StatusCode::NOT_FOUND,
@@ -554,7 +560,9 @@ pub(crate) fn threshold(metric: &str, v: &str) -> Result<f64, ApiError> {
         if x.is_finite() && x >= 0.0 {
             return Ok(x);
         }
-        return Err(bad(format!("threshold {v:?} must be a finite number, not negative")));
+        return Err(bad(format!(
+            "threshold {v:?} must be a finite number, not negative"
+        )));
     }
     if rate {
         if let Ok(x) = mgrp_traffic::units::parse_rate(v) {

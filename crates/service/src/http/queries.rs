@@ -40,7 +40,10 @@ fn route_to(peer: SocketAddr) -> Result<(), String> {
 fn new_id() -> String {
     let mut b = [0u8; 8];
     rand::Rng::fill(&mut rand::rng(), &mut b[..]);
-    format!("q{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+    format!(
+        "q{}",
+        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+    )
 }
 
 pub(super) async fn create(

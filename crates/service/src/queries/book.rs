@@ -138,7 +138,11 @@ impl QueryBook {
             .store
             .lock()
             .ok()
-            .and_then(|s| s.queries().map_err(|e| eprintln!("mgrp agent: queries: {e}")).ok())
+            .and_then(|s| {
+                s.queries()
+                    .map_err(|e| eprintln!("mgrp agent: queries: {e}"))
+                    .ok()
+            })
             .unwrap_or_default();
         let mut g = self.lock();
         g.runner = Some(runner);
@@ -147,7 +151,9 @@ impl QueryBook {
             let spec: QuerySpec = match serde_json::from_str(&json) {
                 Ok(s) => s,
                 Err(e) => {
-                    eprintln!("mgrp agent: query {id} kept in the store does not read ({e}); skipped");
+                    eprintln!(
+                        "mgrp agent: query {id} kept in the store does not read ({e}); skipped"
+                    );
                     continue;
                 }
             };
@@ -203,7 +209,11 @@ impl QueryBook {
                 "the agent holds {MAX_QUERIES} queries, its most: delete one first"
             )));
         }
-        let mine = g.entries.iter().filter(|e| e.spec.owner == spec.owner).count();
+        let mine = g
+            .entries
+            .iter()
+            .filter(|e| e.spec.owner == spec.owner)
+            .count();
         if mine >= MAX_PER_CLIENT {
             return Err(QueryError::Limit(format!(
                 "client {} holds {MAX_PER_CLIENT} queries, the most one client may: delete one first",
@@ -277,9 +287,10 @@ impl QueryBook {
         g.entries
             .iter()
             .map(|e| {
-                let result = e.state.name().and_then(|p| {
-                    store.as_ref()?.latest(&p, &e.spec.metric).ok().flatten()
-                });
+                let result = e
+                    .state
+                    .name()
+                    .and_then(|p| store.as_ref()?.latest(&p, &e.spec.metric).ok().flatten());
                 view(e, result)
             })
             .collect()
@@ -319,7 +330,10 @@ impl QueryBook {
         let mut g = self.lock();
         for e in g.entries.iter_mut().filter(|e| e.spec.mode == Mode::Event) {
             let Some(path) = e.state.name() else { continue };
-            for r in recs.iter().filter(|r| r.path == path && r.metric == e.spec.metric) {
+            for r in recs
+                .iter()
+                .filter(|r| r.path == path && r.metric == e.spec.metric)
+            {
                 for ev in e.watch.on_record(r) {
                     let (condition, holds) = match ev.kind {
                         Kind::Below => ("below", true),

@@ -99,7 +99,11 @@ fn budget(v: &serde_json::Value) -> Result<u64, String> {
     let b = match v {
         serde_json::Value::Number(n) => match n.as_f64() {
             Some(x) if x.is_finite() && x > 0.0 && x.fract() == 0.0 => x as u64,
-            _ => return bad(format!("budget {n} must be a positive whole number of bytes")),
+            _ => {
+                return bad(format!(
+                    "budget {n} must be a positive whole number of bytes"
+                ))
+            }
         },
         serde_json::Value::String(s) => {
             mgrp_traffic::units::parse_bytes(s).map_err(|e| format!("budget: {e}"))?
@@ -107,10 +111,14 @@ fn budget(v: &serde_json::Value) -> Result<u64, String> {
         _ => return bad("budget must be a number of bytes or text like \"2mb\""),
     };
     if b < MIN_BUDGET {
-        return bad(format!("budget {b} B/min is below {MIN_BUDGET}: that leaves nothing to measure with"));
+        return bad(format!(
+            "budget {b} B/min is below {MIN_BUDGET}: that leaves nothing to measure with"
+        ));
     }
     if b > MAX_BUDGET {
-        return bad(format!("budget {b} B/min is above the most a query may have, {MAX_BUDGET} B/min"));
+        return bad(format!(
+            "budget {b} B/min is above the most a query may have, {MAX_BUDGET} B/min"
+        ));
     }
     Ok(b)
 }
@@ -162,7 +170,10 @@ impl QuerySpec {
             }
         });
         if !METRICS.contains(&metric.as_str()) {
-            return bad(format!("unknown metric {metric:?}: use {}", METRICS.join(", ")));
+            return bad(format!(
+                "unknown metric {metric:?}: use {}",
+                METRICS.join(", ")
+            ));
         }
         if !metrics_of(&method).contains(&metric.as_str()) {
             return bad(format!(
@@ -173,9 +184,10 @@ impl QuerySpec {
         let every = match (mode, r.every.as_deref()) {
             (Mode::Once, None) => ONCE_RETRY,
             (Mode::Once, Some(_)) => return bad("a once query has no `every`"),
-            (_, None) => return bad("a periodic or event query needs `every` (1s to 1d)"),
+            (_, None) => return bad("a periodic or event query needs `every` (1s to 24h)"),
             (_, Some(e)) => {
-                let d = mgrp_traffic::units::parse_duration(e).map_err(|e| format!("every: {e}"))?;
+                let d =
+                    mgrp_traffic::units::parse_duration(e).map_err(|e| format!("every: {e}"))?;
                 if !(MIN_EVERY..=MAX_EVERY).contains(&d) {
                     return bad(format!(
                         "every {e:?} is out of range: from {}s to {}s",
@@ -190,8 +202,16 @@ impl QuerySpec {
             Some(v) => budget(v)?,
             None => crate::budget::default_budget(&method, None).min(MAX_BUDGET),
         };
-        let below = r.below.as_ref().map(|v| threshold("below", &metric, v)).transpose()?;
-        let exceeds = r.exceeds.as_ref().map(|v| threshold("exceeds", &metric, v)).transpose()?;
+        let below = r
+            .below
+            .as_ref()
+            .map(|v| threshold("below", &metric, v))
+            .transpose()?;
+        let exceeds = r
+            .exceeds
+            .as_ref()
+            .map(|v| threshold("exceeds", &metric, v))
+            .transpose()?;
         match (mode, below.is_some() || exceeds.is_some()) {
             (Mode::Event, false) => return bad("an event query needs `below` or `exceeds`"),
             (Mode::Once | Mode::Periodic, true) => {
@@ -249,7 +269,10 @@ mod tests {
     #[test]
     fn accepts_the_three_modes() {
         let q = req(r#"{"peer":"198.18.3.2"}"#).unwrap();
-        assert_eq!((q.mode, q.peer.port(), q.method.as_str()), (Mode::Once, 7240, "auto"));
+        assert_eq!(
+            (q.mode, q.peer.port(), q.method.as_str()),
+            (Mode::Once, 7240, "auto")
+        );
         assert_eq!(q.metric, "avail_bw");
         assert!(q.budget_bytes_per_min >= crate::budget::FLOOR);
         let q = req(r#"{"peer":"10.0.0.1:9000","mode":"periodic","every":"30s","budget":"1mb"}"#)
@@ -257,33 +280,62 @@ mod tests {
         assert_eq!((q.every_s, q.budget_bytes_per_min), (30.0, 1024 * 1024));
         let q = req(r#"{"peer":"10.0.0.1","mode":"event","every":"5s","below":"10mbit"}"#).unwrap();
         assert_eq!(q.below, Some(10e6));
-        let q = req(r#"{"peer":"10.0.0.1","mode":"event","every":"5s","metric":"jitter","exceeds":"2ms"}"#)
-            .unwrap();
+        let q = req(
+            r#"{"peer":"10.0.0.1","mode":"event","every":"5s","metric":"jitter","exceeds":"2ms"}"#,
+        )
+        .unwrap();
         assert_eq!(q.exceeds, Some(0.002));
     }
 
     #[test]
     fn refusals_say_why() {
         for (body, why) in [
-            (r#"{"peer":"10.0.0.1","mode":"event","every":"5s","below":"-5mbit"}"#, "below"),
-            (r#"{"peer":"10.0.0.1","mode":"event","every":"5s","below":-5}"#, "not negative"),
-            (r#"{"peer":"10.0.0.1","budget":-1}"#, "positive whole number"),
+            (
+                r#"{"peer":"10.0.0.1","mode":"event","every":"5s","below":"-5mbit"}"#,
+                "below",
+            ),
+            (
+                r#"{"peer":"10.0.0.1","mode":"event","every":"5s","below":-5}"#,
+                "not negative",
+            ),
+            (
+                r#"{"peer":"10.0.0.1","budget":-1}"#,
+                "positive whole number",
+            ),
             (r#"{"peer":"10.0.0.1","budget":"0kb"}"#, "budget"),
-            (r#"{"peer":"10.0.0.1","budget":999999999999}"#, "above the most"),
-            (r#"{"peer":"10.0.0.1","metric":"goodput"}"#, "unknown metric"),
+            (
+                r#"{"peer":"10.0.0.1","budget":999999999999}"#,
+                "above the most",
+            ),
+            (
+                r#"{"peer":"10.0.0.1","metric":"goodput"}"#,
+                "unknown metric",
+            ),
             (r#"{"peer":"10.0.0.1","method":"magic"}"#, "method"),
             (r#"{"peer":"10.0.0.1","mode":"sometimes"}"#, "unknown mode"),
-            (r#"{"peer":"10.0.0.1","mode":"periodic","every":"1ms"}"#, "out of range"),
-            (r#"{"peer":"10.0.0.1","mode":"periodic","every":"400d"}"#, "out of range"),
+            (
+                r#"{"peer":"10.0.0.1","mode":"periodic","every":"1ms"}"#,
+                "out of range",
+            ),
+            (
+                r#"{"peer":"10.0.0.1","mode":"periodic","every":"48h"}"#,
+                "out of range",
+            ),
             (r#"{"peer":"10.0.0.1","mode":"periodic"}"#, "needs `every`"),
-            (r#"{"peer":"10.0.0.1","mode":"event","every":"5s"}"#, "needs `below` or `exceeds`"),
+            (
+                r#"{"peer":"10.0.0.1","mode":"event","every":"5s"}"#,
+                "needs `below` or `exceeds`",
+            ),
             (r#"{"peer":"10.0.0.1","below":"5mbit"}"#, "belong to event"),
             (r#"{"peer":"0.0.0.0"}"#, "cannot be reached"),
             (r#"{"peer":"224.0.0.1"}"#, "cannot be reached"),
             (r#"{"peer":"255.255.255.255"}"#, "cannot be reached"),
             (r#"{"peer":"10.0.0.1:0"}"#, "cannot be reached"),
             (r#"{"peer":"agent.example"}"#, "not an IP"),
-            (r#"{"peer":"10.0.0.1","metric":"episode_duration"}"#, "does not measure"),
+            (
+                r#"{"peer":"10.0.0.1","metric":"episode_duration"}"#,
+                "does not measure",
+            ),
             (r#"{"peer":"10.0.0.1","colour":"red"}"#, "unknown field"),
         ] {
             let e = req(body).unwrap_err();
