@@ -74,7 +74,10 @@ pub struct IdArgs {
 
 fn line(q: &Value) -> String {
     let result = match q["result"]["value"].as_f64() {
-        Some(v) => format!("{v:.6e} ({})", q["result"]["method"].as_str().unwrap_or("?")),
+        Some(v) => format!(
+            "{v:.6e} ({})",
+            q["result"]["method"].as_str().unwrap_or("?")
+        ),
         None => "-".into(),
     };
     let err = q["last_error"]
@@ -120,11 +123,14 @@ pub fn run(c: QueryCmd) -> Result<()> {
             let mut v = call(&a.agent, "POST", "/v1/queries", Some(body))?;
             let id = v["id"].as_str().unwrap_or_default().to_string();
             if let Some(w) = &a.wait {
-                let limit = mgrp_testbed::units::parse_duration(w).map_err(|e| anyhow::anyhow!("--wait: {e}"))?;
+                let limit = mgrp_testbed::units::parse_duration(w)
+                    .map_err(|e| anyhow::anyhow!("--wait: {e}"))?;
                 let t0 = Instant::now();
                 eprintln!("mgrp query: {id} created; waiting for its result (at most {w})");
-                while !matches!(v["status"].as_str(), Some("done" | "failing" | "budget_exhausted"))
-                    && t0.elapsed() < limit
+                while !matches!(
+                    v["status"].as_str(),
+                    Some("done" | "failing" | "budget_exhausted")
+                ) && t0.elapsed() < limit
                 {
                     std::thread::sleep(Duration::from_millis(500));
                     v = call(&a.agent, "GET", &id_path(&id)?, None)?;
@@ -160,7 +166,9 @@ pub fn run(c: QueryCmd) -> Result<()> {
                     say!(
                         "last event: {} {} (value {})",
                         e.get("condition").and_then(|c| c.as_str()).unwrap_or("?"),
-                        e.get("threshold").map(|t| t.to_string()).unwrap_or_default(),
+                        e.get("threshold")
+                            .map(|t| t.to_string())
+                            .unwrap_or_default(),
                         e.get("value").map(|t| t.to_string()).unwrap_or_default()
                     );
                 }
