@@ -447,11 +447,11 @@ async fn events(
     let metric = metric(q.metric)?;
     let below = match q.below.as_deref() {
         None => None,
-        Some(v) => Some(threshold(&metric, v)?),
+        Some(v) => Some(threshold("below", &metric, v)?),
     };
     let exceeds = match q.exceeds.as_deref() {
         None => None,
-        Some(v) => Some(threshold(&metric, v)?),
+        Some(v) => Some(threshold("exceeds", &metric, v)?),
     };
     let change = pct("change_pct", q.change_pct.as_deref())?;
     let fall = pct("fall_pct", q.fall_pct.as_deref())?.or(change);
@@ -553,7 +553,7 @@ impl Drop for SubscriberCount {
 }
 
 /// A threshold in the metric's unit (not negative); bandwidths also as `5mbit`, delays as `5ms`.
-pub(crate) fn threshold(metric: &str, v: &str) -> Result<f64, ApiError> {
+pub(crate) fn threshold(name: &str, metric: &str, v: &str) -> Result<f64, ApiError> {
     let rate = matches!(metric, "avail_bw" | "capacity" | "avail_bw_truth");
     let delay = matches!(metric, "rtt" | "jitter" | "episode_duration");
     if let Ok(x) = v.trim().parse::<f64>() {
@@ -575,7 +575,7 @@ pub(crate) fn threshold(metric: &str, v: &str) -> Result<f64, ApiError> {
         }
     }
     Err(bad(format!(
-        "threshold {v:?} is not a number{}",
+        "{name}: {v:?} is not a number{}",
         if rate {
             " or a rate like 5mbit"
         } else if delay {

@@ -130,7 +130,7 @@ fn threshold(name: &str, metric: &str, v: &serde_json::Value) -> Result<f64, Str
         serde_json::Value::String(s) => s.clone(),
         _ => return bad(format!("{name} must be a number or text like \"5mbit\"")),
     };
-    crate::http::threshold(metric, &text).map_err(|e| format!("{name}: {}", e.reason()))
+    crate::http::threshold(name, metric, &text).map_err(|e| e.reason().to_string())
 }
 
 /// The metrics a method's rounds store.
