@@ -320,7 +320,8 @@ impl QueryBook {
         self.lock()
             .entries
             .iter()
-            .filter(|e| e.thread.is_some())
+            // A finished once query cannot measure again.
+            .filter(|e| e.thread.as_ref().is_some_and(|t| !t.is_finished()))
             .map(|e| e.state.clone())
             .find(|s| matches(s))
     }
