@@ -315,15 +315,19 @@ impl QueryBook {
         self.len() == 0
     }
 
-    /// The running state of a query measuring `peer` (so `/v1/estimate` can use it).
+    /// The state of a query that `matches` (so `/v1/estimate` can name and measure its path):
+    /// a running one first, as only it can measure again; else a finished once query, whose
+    /// path and stored result still answer.
     pub(crate) fn find(&self, matches: impl Fn(&PathState) -> bool) -> Option<Arc<PathState>> {
-        self.lock()
-            .entries
+        let g = self.lock();
+        let running = |e: &&Entry| e.thread.as_ref().is_some_and(|t| !t.is_finished());
+        let hit = |e: &&Entry| matches(&e.state);
+        g.entries
             .iter()
-            // A finished once query cannot measure again.
-            .filter(|e| e.thread.as_ref().is_some_and(|t| !t.is_finished()))
+            .filter(running)
+            .find(hit)
+            .or_else(|| g.entries.iter().find(hit))
             .map(|e| e.state.clone())
-            .find(|s| matches(s))
     }
 
     /// Estimates were published: event queries on their path and metric check their condition.
