@@ -47,6 +47,15 @@ class Req(BaseHTTPRequestHandler):
         else:
             h(self)
 
+    def do_POST(self) -> None:  # noqa: N802
+        n = int(self.headers.get("Content-Length") or 0)
+        self.body = json.loads(self.rfile.read(n) or b"null")
+        self.do_GET()
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self.body = None
+        self.do_GET()
+
     def send_json(self, status: int, v: object, raw: Optional[bytes] = None, ctype: str = "application/json") -> None:
         body = json.dumps(v).encode() if raw is None else raw
         self.send_response(status)
@@ -267,3 +276,72 @@ def test_garbage_event_data_is_a_protocol_error(server):
     routes["/v1/events"] = bad
     with pytest.raises(ProtocolError, match="no JSON"):
         list(Client(url).events(path="a->b"))
+
+
+QUERY = {
+    "id": "q0123456789abcdef", "owner": "127.0.0.1", "created_ns": 1, "peer": "198.18.3.2:7240",
+    "mode": "event", "method": "chirp", "metric": "jitter", "every_s": 5.0,
+    "budget_bytes_per_min": 1048576, "below": None, "exceeds": 0.002, "status": "running",
+    "path": "198.18.1.2->198.18.3.2", "last_ns": None, "last_error": None,
+    "budget_exhausted": False,
+    "counters": {"measurements": 1, "estimates_stored": 4, "skipped_for_budget": 0,
+                 "cut_by_budget": 0, "errors": 0, "probe_bytes": 9000},
+    "events": 0, "last_event": None, "result": None,
+}
+
+
+def test_queries_create_list_show_delete(server):
+    url, routes, seen = server
+    got: Dict[str, object] = {}
+
+    def queries(r: Req) -> None:
+        if r.command == "POST":
+            got["body"] = r.body
+            r.send_json(201, QUERY)
+        else:
+            r.send_json(200, [QUERY])
+
+    def one(r: Req) -> None:
+        if r.command == "DELETE":
+            r.send_json(200, {"deleted": QUERY["id"]})
+        else:
+            r.send_json(200, dict(QUERY, status="failing", last_error="connection refused"))
+
+    routes["/v1/queries"] = queries
+    routes["/v1/queries/" + QUERY["id"]] = one
+    c = Client(url)
+    q = c.create_query("198.18.3.2", "event", method="chirp", metric="jitter", every=5, exceeds="2ms", budget="1mb")
+    assert got["body"] == {"peer": "198.18.3.2", "mode": "event", "method": "chirp", "metric": "jitter",
+                           "every": "5s", "budget": "1mb", "exceeds": "2ms"}
+    assert (q.id, q.exceeds, q.counters.probe_bytes) == (QUERY["id"], 0.002, 9000)
+    assert [x.id for x in c.queries()] == [QUERY["id"]]
+    s = c.query(QUERY["id"])
+    assert (s.status, s.last_error) == ("failing", "connection refused")
+    c.delete_query(QUERY["id"])
+    assert seen[-1][0] == "/v1/queries/" + QUERY["id"]
+
+
+def test_query_refusals_carry_the_agents_reason(server):
+    url, routes, _ = server
+    routes["/v1/queries"] = lambda r: r.send_json(400, {"error": "unknown metric \"goodput\""})
+    with pytest.raises(ApiError) as e:
+        Client(url).create_query("198.18.3.2", metric="goodput")
+    assert e.value.status == 400 and "goodput" in e.value.message
+
+
+def test_query_events_are_typed(server):
+    url, routes, seen = server
+
+    def stream(r: Req) -> None:
+        r.start_sse()
+        d = {"kind": "query", "query": QUERY["id"], "condition": "exceeds", "holds": True,
+             "path": REC["path"], "metric": "jitter", "value": 0.003, "threshold": 0.002,
+             "record": rec(value=0.003)}
+        r.chunk(b"event: query\ndata: " + json.dumps(d).encode() + b"\n\n")
+        r.end_chunks()
+
+    routes["/v1/events"] = stream
+    with Client(url).query_events(QUERY["id"]) as evs:
+        e = next(evs)
+    assert seen[-1][1] == {"query": [QUERY["id"]]}
+    assert (e.kind, e.condition, e.holds, e.threshold) == ("query", "exceeds", True, 0.002)

@@ -229,3 +229,35 @@ def test_cross_traffic_step_raises_a_fall_or_below_event(warm: Live):
     else:
         assert got.change_pct is not None and got.change_pct < -30 and got.reference is not None, got
     assert got.value < 12e6, got
+
+
+def test_queries_measure_a_peer_and_report_an_unreachable_one(warm: Live):
+    c = warm.client()
+
+    def until(qid: str, status: str, bound: float) -> "Query":
+        t0 = time.monotonic()
+        while True:
+            q = c.query(qid)
+            if q.status == status or time.monotonic() - t0 > bound:
+                return q
+            time.sleep(0.2)
+
+    q = c.create_query(PEER, method="chirp", metric="rtt")
+    assert q.mode == "once" and q.metric == "rtt", q
+    q = until(q.id, "done", 30)
+    assert q.status == "done" and q.result is not None, q
+    assert q.result.metric == "rtt" and 0 < q.result.value < 1.0, q
+    # Behind the default route, past a router with no route: accepted, and it says so.
+    lost = c.create_query("192.0.2.9", "periodic", every="1s", budget="10kb")
+    lost = until(lost.id, "failing", 15)
+    assert lost.status == "failing" and lost.last_error, lost
+    assert {q.id, lost.id} <= {x.id for x in c.queries()}
+    for x in (q, lost):
+        c.delete_query(x.id)
+    assert not {q.id, lost.id} & {x.id for x in c.queries()}
+    with pytest.raises(ApiError) as e:
+        c.query(lost.id)
+    assert e.value.status == 404, e.value
+    with pytest.raises(ApiError) as e:
+        c.create_query(PEER, metric="goodput")
+    assert e.value.status == 400 and "unknown metric" in e.value.message, e.value

@@ -22,6 +22,7 @@ mod passive_bench;
 mod passive_cmd;
 mod probe_cmd;
 mod proxy_bench;
+mod query_cmd;
 mod riders_bench;
 mod signals;
 mod tcp_avail_cmd;
@@ -78,6 +79,9 @@ enum Command {
     Bench(bench_cmd::BenchCmd),
     /// Inline measurement (ImTCP): this host's own TCP flows measure their path; no probes.
     Inline(inline_cmd::InlineArgs),
+    /// Client-created queries in the local agent: create (once, periodic, event), list, show, delete.
+    #[command(subcommand)]
+    Query(query_cmd::QueryCmd),
 }
 
 fn main() -> ExitCode {
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
         Command::Bottleneck(a) => bottleneck_cmd::run(a),
         Command::Inline(a) => inline_cmd::run(a),
         Command::Map(a) => map_cmd::run(a),
+        Command::Query(c) => query_cmd::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -95,7 +95,7 @@ pub fn member(s: &str) -> Result<serde_json::Value, String> {
 }
 
 /// One request to the agent; its JSON answer, or its `error` as ours.
-fn call(
+pub(crate) fn call(
     a: &Agent,
     method: &str,
     path: &str,

@@ -17,6 +17,7 @@ pub mod capacity;
 pub mod chirp;
 pub mod fluid;
 pub mod inline;
+pub mod jitter;
 pub mod methods;
 pub mod riders;
 pub mod slops;

@@ -26,7 +26,7 @@
   const params = new URLSearchParams(location.search);
   const TOKEN = params.get('access_token');
 
-  // Display units: bandwidths in Mbit/s, RTT and episode durations in ms, loss and episodes in %.
+  // Display units: bandwidths in Mbit/s, RTT, jitter and episode durations in ms, loss and episodes in %.
   const METRICS = {
     avail_bw: { title: 'available bandwidth', unit: 'Mbit/s', scale: 1e-6, color: '#2563eb' },
     capacity: { title: 'capacity', unit: 'Mbit/s', scale: 1e-6, color: '#7c3aed' },
@@ -35,6 +35,8 @@
     // loss_episodes schedules (badabing): share of time congested, mean episode length.
     episode_frequency: { title: 'loss episodes', unit: '% of time', scale: 100, color: '#be185d' },
     episode_duration: { title: 'episode duration', unit: 'ms', scale: 1e3, color: '#0f766e' },
+    // One-way-delay variation read from the trains already sent (RFC 3550 over detrended IPDV).
+    jitter: { title: 'jitter', unit: 'ms', scale: 1e3, color: '#0891b2' },
   };
   // On a testbed run with --dashboard the bottleneck's ground truth is stored beside avail_bw.
   const TRUTH = 'avail_bw_truth';

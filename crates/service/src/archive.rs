@@ -206,6 +206,15 @@ mod tests {
         fn latest_maps(&self) -> Result<Vec<mgrp_store::StoredMap>, mgrp_store::Error> {
             self.inner.latest_maps()
         }
+        fn queries(&self) -> Result<Vec<(String, String)>, mgrp_store::Error> {
+            self.inner.queries()
+        }
+        fn put_query(&mut self, id: &str, spec: &str) -> Result<(), mgrp_store::Error> {
+            self.inner.put_query(id, spec)
+        }
+        fn delete_query(&mut self, id: &str) -> Result<bool, mgrp_store::Error> {
+            self.inner.delete_query(id)
+        }
     }
 
     #[test]

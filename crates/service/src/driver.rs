@@ -14,6 +14,7 @@ use mgrp_engine::pacer::Pacer;
 use mgrp_engine::riders::RiderSender;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::budget::Budgeted;
+use mgrp_estimate::jitter::JitterTap;
 use mgrp_estimate::methods::Method;
 use mgrp_estimate::Estimator;
 use std::sync::atomic::Ordering;
@@ -58,7 +59,11 @@ impl Driver {
         let every = p.every.as_nanos().min(u64::MAX as u128) as u64;
         let mut sched = Schedule::new(mgrp_clock::now_ns(), every, budget);
         while let Some(action) = self.wait(&mut sched) {
-            self.round(&mut sched, &mut link, action);
+            let stored = self.round(&mut sched, &mut link, action);
+            self.st.round_done(&stored);
+            if self.st.is_done() {
+                break;
+            }
         }
     }
 
@@ -110,7 +115,8 @@ impl Driver {
         Ok(())
     }
 
-    fn round(&self, sched: &mut Schedule, link: &mut Link, action: Action) {
+    /// One round; the metrics it stored.
+    fn round(&self, sched: &mut Schedule, link: &mut Link, action: Action) -> Vec<&'static str> {
         let (st, c) = (&self.st, &self.st.counters);
         let p = &st.sched;
         let allowance = match action {
@@ -120,18 +126,23 @@ impl Driver {
                     "measurement skipped: {} B/min already spent",
                     sched.budget()
                 ));
-                return;
+                return Vec::new();
             }
             Action::Measure { allowance } => allowance,
         };
         if let Err(e) = self.connect(link) {
             st.fail(&e.to_string());
             sched.handle_failed(mgrp_clock::now_ns(), 0);
-            return;
+            return Vec::new();
         }
         if p.method == crate::loss::METHOD {
+            let before = c.snapshot().estimates_stored;
             self.loss_round(sched, link, allowance);
-            return;
+            return if c.snapshot().estimates_stored > before {
+                vec!["episode_frequency", "episode_duration"]
+            } else {
+                Vec::new()
+            };
         }
         // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.
         // A method that needs the capacity measures it first while none is known.
@@ -141,18 +152,19 @@ impl Driver {
             Err(e) => {
                 st.fail(&e.to_string());
                 sched.handle_failed(mgrp_clock::now_ns(), 0);
-                return;
+                return Vec::new();
             }
         };
         let Some(s) = link.session.as_mut() else {
-            return;
+            return Vec::new();
         };
-        let mut bounded = Budgeted::new(&mut est, allowance);
+        // Jitter is read from the same trains: no probes of its own.
+        let mut tapped = JitterTap::new(Budgeted::new(&mut est, allowance));
         let deadline = Instant::now() + p.every.max(Duration::from_secs(5));
         let mut bytes = 0;
         let result = run_estimator(
             s,
-            &mut bounded,
+            &mut tapped,
             deadline,
             || st.stop.load(Ordering::Relaxed),
             |pr| bytes = pr.probe_bytes,
@@ -163,6 +175,8 @@ impl Driver {
         c.bump(&c.measurements, 1);
         st.last_ns
             .store(mgrp_clock::realtime_ns(), Ordering::Relaxed);
+        let jitter = tapped.jitter();
+        let bounded = tapped.inner();
         let cut = bounded.exhausted();
         if cut {
             c.bump(&c.cut_by_budget, 1);
@@ -182,7 +196,9 @@ impl Driver {
                 None
             }
         };
-        let Some(path) = st.name() else { return };
+        let Some(path) = st.name() else {
+            return Vec::new();
+        };
         let at = |metric| Series {
             path: &path,
             metric,
@@ -215,6 +231,17 @@ impl Driver {
                 0.0,
             ));
         }
+        if let Some(j) = jitter {
+            let mut r = record::scalar(
+                at("jitter"),
+                "ipdv",
+                j.rfc3550_s,
+                (j.median_s.min(j.rfc3550_s), j.p95_s.max(j.rfc3550_s)),
+                0.0,
+            );
+            r.trains = j.trains;
+            recs.push(r);
+        }
         if sent > 0 {
             // Probe loss: the share of this measurement's probes that did not arrive (probe
             // streams above A may cause some of it themselves).
@@ -223,10 +250,15 @@ impl Driver {
             r.probe_bytes = bytes;
             recs.push(r);
         }
+        let mut stored = Vec::new();
         if !recs.is_empty() {
             let n = recs.len() as u64;
             match self.hub.publish(&recs) {
                 Ok(()) => {
+                    stored = ["avail_bw", "capacity", "rtt", "loss", "jitter"]
+                        .into_iter()
+                        .filter(|m| recs.iter().any(|r| r.metric == *m))
+                        .collect();
                     c.bump(&c.estimates_stored, n);
                     if !starved {
                         // Working again: the next failure is news.
@@ -243,6 +275,7 @@ impl Driver {
             ));
         }
         self.follow_capacity(sched, link);
+        stored
     }
 
     /// The default budget follows the path's capacity: derive it again when C moved.

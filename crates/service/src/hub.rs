@@ -61,6 +61,8 @@ pub struct Hub {
     pub events_lagged: AtomicU64,
     /// Counters of other components for /metrics (the probe agent, riders), by group.
     counter_groups: RwLock<Vec<(&'static str, AgentCounters)>>,
+    /// Client-created queries (`/v1/queries`).
+    pub queries: crate::queries::QueryBook,
 }
 
 impl Hub {
@@ -78,6 +80,7 @@ impl Hub {
             subscribers: AtomicU64::new(0),
             events_lagged: AtomicU64::new(0),
             counter_groups: RwLock::new(Vec::new()),
+            queries: Default::default(),
         })
     }
 
@@ -98,6 +101,7 @@ impl Hub {
             // No subscriber is not an error.
             let _ = self.events.send(Arc::new(r.clone()));
         }
+        self.queries.observe(recs);
         Ok(())
     }
 
@@ -177,9 +181,10 @@ impl Hub {
             .unwrap_or_default()
     }
 
-    /// The schedule that measures `path` (`SRC->DST`) or `peer` (`IP` or `IP:PORT`).
+    /// The schedule that measures `path` (`SRC->DST`) or `peer` (`IP` or `IP:PORT`); failing
+    /// that, a running query that does.
     pub fn find_path(&self, path: Option<&str>, peer: Option<&str>) -> Option<Arc<PathState>> {
-        self.paths().into_iter().find(|p| {
+        let matches = |p: &PathState| {
             let dst = p.sched.peer.ip().to_string();
             let by_path = path.is_some_and(|want| {
                 p.name().as_deref() == Some(want)
@@ -189,6 +194,10 @@ impl Hub {
                 want == dst || want.parse::<SocketAddr>().ok() == Some(p.sched.peer)
             });
             by_path || by_peer
-        })
+        };
+        self.paths()
+            .into_iter()
+            .find(|p| matches(p))
+            .or_else(|| self.queries.find(matches))
     }
 }

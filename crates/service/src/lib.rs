@@ -21,6 +21,7 @@ pub mod mpat;
 pub mod netmap;
 pub mod passive;
 pub mod path;
+pub mod queries;
 pub mod record;
 pub mod schedule;
 pub mod service;

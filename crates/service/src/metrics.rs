@@ -137,7 +137,7 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, RenderError> {
     let value = gauge(
         &mut reg,
         "estimate",
-        "Newest estimate (bit/s for avail_bw and capacity, s for rtt and episode_duration, fraction for loss and episode_frequency)",
+        "Newest estimate (bit/s for avail_bw and capacity, s for rtt, jitter and episode_duration, fraction for loss and episode_frequency)",
     );
     let low = gauge(
         &mut reg,
@@ -221,6 +221,37 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, RenderError> {
             .get_or_create(&l)
             .set(if p.budget_exhausted() { 1.0 } else { 0.0 });
     }
+    let qcounters: Vec<FCounter> = CounterSnapshot::HELP
+        .iter()
+        .map(|(n, h)| counter(&mut reg, &format!("query_{n}"), h))
+        .collect();
+    let qevents = counter(
+        &mut reg,
+        "query_events",
+        "Notifications an event query sent",
+    );
+    let qbudget = gauge(
+        &mut reg,
+        "query_budget_bytes_per_minute",
+        "A client-created query's probe byte budget",
+    );
+    let queries = hub.queries.list(hub);
+    for q in &queries {
+        let l: Labels = vec![
+            ("query", q.spec.id.clone()),
+            ("peer", q.spec.peer.to_string()),
+        ];
+        for (f, (_, v)) in qcounters.iter().zip(q.counters.pairs()) {
+            f.get_or_create(&l).inc_by(v);
+        }
+        qevents.get_or_create(&l).inc_by(q.events);
+        qbudget
+            .get_or_create(&l)
+            .set(q.spec.budget_bytes_per_min as f64);
+    }
+    let nq = Gauge::<i64>::default();
+    nq.set(queries.len() as i64);
+    reg.register("queries", "Client-created queries held", nq);
     let passive: Vec<FCounter> = PassiveSnapshot::HELP
         .iter()
         .map(|(n, h)| counter(&mut reg, &format!("passive_{n}"), h))

@@ -38,7 +38,14 @@ pub struct PathState {
     budget_exhausted: AtomicBool,
     pub(crate) wake: AtomicBool,
     pub(crate) stop: AtomicBool,
+    /// A once query: the metric whose estimate ends it (its driver then stops).
+    pub(crate) once: Option<String>,
+    /// A once query got its estimate, or gave up.
+    pub(crate) done: AtomicBool,
 }
+
+/// Rounds a once query tries before it gives up (it then says why in `last_error`).
+pub const ONCE_ATTEMPTS: u64 = 4;
 
 /// A schedule's view for the API.
 #[derive(Debug, Clone, Serialize)]
@@ -71,7 +78,31 @@ impl PathState {
             budget_exhausted: AtomicBool::new(false),
             wake: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            once: None,
+            done: AtomicBool::new(false),
         }
+    }
+
+    /// Stop after the first round that stores `metric` (or after [`ONCE_ATTEMPTS`] rounds).
+    pub(crate) fn once(mut self, metric: &str) -> PathState {
+        self.once = Some(metric.to_string());
+        self
+    }
+
+    /// A once query's round ended: stored the metrics `stored`.
+    pub(crate) fn round_done(&self, stored: &[&str]) {
+        let Some(m) = &self.once else { return };
+        let c = self.counters();
+        if stored.contains(&m.as_str())
+            || c.measurements + c.errors + c.skipped_for_budget >= ONCE_ATTEMPTS
+        {
+            self.done.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// A once query finished (its driver stops).
+    pub fn is_done(&self) -> bool {
+        self.done.load(Ordering::Relaxed)
     }
 
     /// `SRC->DST` once the first session is up.

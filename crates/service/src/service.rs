@@ -150,6 +150,13 @@ impl Service {
         for p in &cfg.passive {
             svc.start_passive(p.clone())?;
         }
+        // Queries clients made before a restart run again.
+        let runner = crate::queries::Runner::new(
+            svc.key.clone(),
+            svc.riders.clone(),
+            Arc::downgrade(&svc.hub),
+        );
+        svc.hub.queries.attach(runner, &svc.hub);
         if let Some(m) = &cfg.map {
             let run = crate::netmap::start(m, svc.key.clone(), svc.hub.clone())
                 .map_err(|e| Error::Thread("netmapper", e))?;
@@ -426,6 +433,7 @@ impl Service {
     }
 
     fn halt(&mut self) {
+        self.hub.queries.detach();
         for r in &self.running {
             r.state.stop.store(true, Ordering::Relaxed);
         }

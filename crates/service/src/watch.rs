@@ -13,11 +13,16 @@ pub struct Conditions {
     pub rise_pct: Option<f64>,
     /// `fall` when the value is under the reference by more than this many percent.
     pub fall_pct: Option<f64>,
+    /// `exceeds` when the value goes over this (jitter exceeds Y), `within` when it comes back.
+    pub exceeds: Option<f64>,
 }
 
 impl Conditions {
     pub fn is_empty(&self) -> bool {
-        self.below.is_none() && self.rise_pct.is_none() && self.fall_pct.is_none()
+        self.below.is_none()
+            && self.rise_pct.is_none()
+            && self.fall_pct.is_none()
+            && self.exceeds.is_none()
     }
 }
 
@@ -30,6 +35,8 @@ pub enum Kind {
     Above,
     Rise,
     Fall,
+    Exceeds,
+    Within,
 }
 
 impl Kind {
@@ -40,6 +47,8 @@ impl Kind {
             Kind::Above => "above",
             Kind::Rise => "rise",
             Kind::Fall => "fall",
+            Kind::Exceeds => "exceeds",
+            Kind::Within => "within",
         }
     }
 }
@@ -62,6 +71,7 @@ pub struct Event {
 pub struct Watch {
     cond: Conditions,
     was_below: Option<bool>,
+    was_over: Option<bool>,
     reference: Option<f64>,
 }
 
@@ -70,6 +80,7 @@ impl Watch {
         Watch {
             cond,
             was_below: None,
+            was_over: None,
             reference: None,
         }
     }
@@ -102,6 +113,17 @@ impl Watch {
                 _ => {}
             }
             self.was_below = Some(below);
+        }
+        if let Some(x) = self.cond.exceeds {
+            let over = v > x;
+            match (self.was_over, over) {
+                (None, true) | (Some(false), true) => {
+                    out.push(ev(Kind::Exceeds, Some(x), None, None))
+                }
+                (Some(true), false) => out.push(ev(Kind::Within, Some(x), None, None)),
+                _ => {}
+            }
+            self.was_over = Some(over);
         }
         if self.cond.rise_pct.is_some() || self.cond.fall_pct.is_some() {
             match self.reference {
@@ -179,6 +201,21 @@ mod tests {
         );
         let mut w = Watch::new(c);
         assert_eq!(kinds(&mut w, &[5.0, 6.0]), vec![(0, Kind::Below)]);
+    }
+
+    #[test]
+    fn exceeds_is_edge_triggered_and_reports_a_bad_start() {
+        let c = Conditions {
+            exceeds: Some(0.005),
+            ..Default::default()
+        };
+        let mut w = Watch::new(c);
+        assert_eq!(
+            kinds(&mut w, &[0.001, 0.006, 0.007, 0.005, 0.009]),
+            vec![(1, Kind::Exceeds), (3, Kind::Within), (4, Kind::Exceeds)]
+        );
+        let mut w = Watch::new(c);
+        assert_eq!(kinds(&mut w, &[0.01, 0.02]), vec![(0, Kind::Exceeds)]);
     }
 
     #[test]

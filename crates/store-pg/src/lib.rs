@@ -61,6 +61,9 @@ CREATE TABLE IF NOT EXISTS mgrp_maps (
     coordinator TEXT COLLATE "C" NOT NULL, t_ns BIGINT NOT NULL, json TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS mgrp_maps_by_coordinator ON mgrp_maps (coordinator, t_ns);
+CREATE TABLE IF NOT EXISTS mgrp_queries (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY, id TEXT COLLATE "C" PRIMARY KEY, spec TEXT NOT NULL
+);
 "#;
 
 const COLUMNS: &str = "path, metric, t_ns, value, low, high, method, source, probe_bytes, \
@@ -161,7 +164,8 @@ impl Conn {
                 "SELECT to_regclass('mgrp_estimates') IS NOT NULL
                     AND to_regclass('mgrp_aggregates') IS NOT NULL
                     AND to_regclass('mgrp_meta') IS NOT NULL
-                    AND to_regclass('mgrp_maps') IS NOT NULL",
+                    AND to_regclass('mgrp_maps') IS NOT NULL
+                    AND to_regclass('mgrp_queries') IS NOT NULL",
                 &[],
             )
             .and_then(|r| r.try_get::<_, bool>(0))
@@ -486,6 +490,33 @@ impl EstimateStore for PgStore {
             // The order SQLite gives: newest first, then by coordinator.
             maps.sort_by(|a, b| b.t_ns.cmp(&a.t_ns).then(a.coordinator.cmp(&b.coordinator)));
             Ok(maps)
+        })
+    }
+
+    fn queries(&self) -> Result<Vec<(String, String)>, Error> {
+        self.with("queries", |client, _| {
+            let rows = client.query("SELECT id, spec FROM mgrp_queries ORDER BY seq", &[])?;
+            rows.iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                .collect()
+        })
+    }
+
+    fn put_query(&mut self, id: &str, spec: &str) -> Result<(), Error> {
+        mgrp_store::check_query(id, spec)?;
+        self.with("put_query", |client, _| {
+            client.execute(
+                "INSERT INTO mgrp_queries (id, spec) VALUES ($1, $2)
+                 ON CONFLICT (id) DO UPDATE SET spec = excluded.spec",
+                &[&id, &spec],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn delete_query(&mut self, id: &str) -> Result<bool, Error> {
+        self.with("delete_query", |client, _| {
+            Ok(client.execute("DELETE FROM mgrp_queries WHERE id = $1", &[&id])? > 0)
         })
     }
 }

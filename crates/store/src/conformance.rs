@@ -26,6 +26,7 @@ macro_rules! conformance_tests {
             unknown_series_are_empty,
             round_trips_every_field,
             maps_keep_the_newest_per_coordinator,
+            queries_are_kept_replaced_and_deleted,
         );
     };
     (@each $make:expr; $($case:ident),* $(,)?) => {
@@ -490,4 +491,26 @@ pub fn maps_keep_the_newest_per_coordinator(make: Make<'_>) {
         );
     }
     assert_eq!(s.latest_maps().unwrap().len(), 2);
+}
+
+/// Client-created queries: kept in creation order, replaced by id, deleted once, bad ids refused.
+pub fn queries_are_kept_replaced_and_deleted(make: Make<'_>) {
+    let mut s = make(Duration::from_secs(60));
+    assert!(s.queries().unwrap().is_empty());
+    s.put_query("q-b", r#"{"peer":"b"}"#).unwrap();
+    s.put_query("q-a", r#"{"peer":"a"}"#).unwrap();
+    s.put_query("q-b", r#"{"peer":"b2"}"#).unwrap();
+    assert_eq!(
+        s.queries().unwrap(),
+        vec![
+            ("q-b".to_string(), r#"{"peer":"b2"}"#.to_string()),
+            ("q-a".to_string(), r#"{"peer":"a"}"#.to_string()),
+        ]
+    );
+    assert!(s.delete_query("q-b").unwrap());
+    assert!(!s.delete_query("q-b").unwrap(), "deleted once");
+    assert!(matches!(s.put_query("", "{}"), Err(Error::BadInput(_))));
+    let long = "x".repeat(crate::MAX_QUERY_SPEC + 1);
+    assert!(matches!(s.put_query("q", &long), Err(Error::BadInput(_))));
+    assert_eq!(s.queries().unwrap().len(), 1);
 }

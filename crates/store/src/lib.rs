@@ -72,6 +72,26 @@ pub trait EstimateStore: Send {
     fn put_map(&mut self, map: &StoredMap) -> Result<(), Error>;
     /// The newest map of each coordinator, newest first.
     fn latest_maps(&self) -> Result<Vec<StoredMap>, Error>;
+    /// Client-created queries kept across restarts, as (id, spec in JSON), oldest first.
+    fn queries(&self) -> Result<Vec<(String, String)>, Error>;
+    /// Keep query `id` (replacing one of that id).
+    fn put_query(&mut self, id: &str, spec: &str) -> Result<(), Error>;
+    /// Forget query `id`; whether it was kept.
+    fn delete_query(&mut self, id: &str) -> Result<bool, Error>;
+}
+
+/// Longest query id and spec a store keeps (the service's are far shorter).
+pub const MAX_QUERY_ID: usize = 64;
+pub const MAX_QUERY_SPEC: usize = 16 * 1024;
+
+/// Check a query before it is kept (every backend refuses the same input).
+pub fn check_query(id: &str, spec: &str) -> Result<(), Error> {
+    if id.is_empty() || id.len() > MAX_QUERY_ID || spec.len() > MAX_QUERY_SPEC {
+        return Err(Error::BadInput(format!(
+            "query id must be 1..={MAX_QUERY_ID} bytes and its spec at most {MAX_QUERY_SPEC}"
+        )));
+    }
+    Ok(())
 }
 
 /// A Netmapper map as a store keeps it: the JSON document (`mgrp_map::MapReport`; the store
@@ -291,6 +311,9 @@ CREATE TABLE IF NOT EXISTS maps (
     coordinator TEXT NOT NULL, t_ns INTEGER NOT NULL, json TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS maps_by_coordinator ON maps (coordinator, t_ns);
+CREATE TABLE IF NOT EXISTS queries (
+    seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, spec TEXT NOT NULL
+);
 ";
 
 impl Store {
@@ -561,6 +584,28 @@ impl EstimateStore for Store {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn queries(&self) -> Result<Vec<(String, String)>, Error> {
+        let mut st = self
+            .db
+            .prepare_cached("SELECT id, spec FROM queries ORDER BY seq")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn put_query(&mut self, id: &str, spec: &str) -> Result<(), Error> {
+        check_query(id, spec)?;
+        self.db.execute(
+            "INSERT INTO queries (id, spec) VALUES (?1, ?2)
+             ON CONFLICT (id) DO UPDATE SET spec = excluded.spec",
+            params![id, spec],
+        )?;
+        Ok(())
+    }
+
+    fn delete_query(&mut self, id: &str) -> Result<bool, Error> {
+        Ok(self.db.execute("DELETE FROM queries WHERE id = ?1", [id])? > 0)
     }
 }
 

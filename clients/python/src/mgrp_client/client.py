@@ -21,6 +21,8 @@ from .models import (
     Lagged,
     Passive,
     PathMetric,
+    Query,
+    QueryEvent,
     Record,
     ScaleAnswer,
     Schedule,
@@ -40,7 +42,7 @@ Duration = Union[str, int, float, _dt.timedelta]
 Time = Union[int, _dt.datetime]
 
 #: What an event stream yields.
-EventItem = Union[Event, Lagged]
+EventItem = Union[Event, Lagged, QueryEvent]
 
 # The agent waits this long for an on-demand measurement unless told (`wait`), at most 120 s.
 _DEFAULT_WAIT_S = 20.0
@@ -287,7 +289,95 @@ class Client:
             raise
         return EventStream(conn, sock, resp, url, read_timeout=read_timeout, duration=duration)
 
+    def create_query(
+        self,
+        peer: str,
+        mode: str = "once",
+        *,
+        method: Optional[str] = None,
+        metric: Optional[str] = None,
+        every: Optional[Duration] = None,
+        budget: Optional[Union[int, str]] = None,
+        below: Optional[Union[float, int, str]] = None,
+        exceeds: Optional[Union[float, int, str]] = None,
+    ) -> Query:
+        """Ask the agent to measure ``peer`` (``IP`` or ``IP:PORT`` of its agent): ``once``
+        now, ``periodic`` every ``every``, or ``event``: every ``every``, notifying
+        (:meth:`query_events`) when ``metric`` falls ``below`` or ``exceeds`` a threshold
+        (bandwidths also as ``"10mbit"``, delays as ``"5ms"``). ``budget``: probe bytes a
+        minute (``"2mb"``). A refusal (bad field, no route, too many queries) raises
+        :class:`ApiError` with the agent's reason."""
+        body: Dict[str, Any] = {"peer": peer, "mode": mode}
+        if method is not None:
+            body["method"] = method
+        if metric is not None:
+            body["metric"] = metric
+        if every is not None:
+            body["every"] = _duration(every)
+        if budget is not None:
+            body["budget"] = budget
+        if below is not None:
+            body["below"] = below
+        if exceeds is not None:
+            body["exceeds"] = exceeds
+        return Query.from_json(self._call("POST", "/v1/queries", body))
+
+    def queries(self) -> List[Query]:
+        """Every query the agent holds, with its status and newest result."""
+        v = self._json("/v1/queries")
+        return [Query.from_json(x) for x in _array(v, "/v1/queries")]
+
+    def query(self, id: str) -> Query:
+        """One query's status (raises :class:`ApiError` 404 if there is none)."""
+        return Query.from_json(self._json("/v1/queries/" + urllib.parse.quote(id, safe="")))
+
+    def delete_query(self, id: str) -> None:
+        """Stop and forget a query."""
+        self._call("DELETE", "/v1/queries/" + urllib.parse.quote(id, safe=""), None)
+
+    def query_events(
+        self, id: str, *, read_timeout: Optional[float] = 60.0, duration: Optional[float] = None
+    ) -> "EventStream":
+        """An event query's notifications: an iterator of :class:`QueryEvent` (and
+        :class:`Lagged`). Timeouts and closing as for :meth:`events`."""
+        return self._stream("/v1/events", {"query": id}, read_timeout, duration)
+
     # -- HTTP ---------------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, body: Optional[Any]) -> Any:
+        """A request with a JSON body (or none); its JSON answer."""
+        target = self._url(path, {})
+        full = self._full(target)
+        data = None if body is None else json.dumps(body).encode()
+        conn, _, resp = self._open(target, "application/json", self.timeout, method=method, body=data)
+        try:
+            raw = _read_all(resp, full)
+        finally:
+            conn.close()
+        if resp.status >= 300:
+            raise _api_error(resp, raw, full)
+        try:
+            return json.loads(raw)
+        except ValueError as e:
+            raise ProtocolError(f"{path}: the answer is not JSON ({e}): {raw[:200]!r}") from None
+
+    def _stream(
+        self, path: str, params: Mapping[str, str], read_timeout: Optional[float], duration: Optional[float]
+    ) -> "EventStream":
+        target = self._url(path, params)
+        url = self._full(target)
+        conn, sock, resp = self._open(target, "text/event-stream", self.timeout)
+        try:
+            if resp.status != 200:
+                body = _read_all(resp, url)
+                raise _api_error(resp, body, url)
+            ctype = resp.getheader("Content-Type", "")
+            if not ctype.startswith("text/event-stream"):
+                raise ProtocolError(f"{url}: expected text/event-stream, got {ctype!r}")
+        except BaseException:
+            conn.close()
+            raise
+        return EventStream(conn, sock, resp, url, read_timeout=read_timeout, duration=duration)
 
     def _url(self, path: str, params: Mapping[str, str]) -> str:
         q = urllib.parse.urlencode(params)
@@ -297,9 +387,15 @@ class Client:
         return f"{self._scheme}://{self._netloc}{target}"
 
     def _open(
-        self, target: str, accept: str, timeout: float
+        self,
+        target: str,
+        accept: str,
+        timeout: float,
+        *,
+        method: str = "GET",
+        body: Optional[bytes] = None,
     ) -> Tuple[http.client.HTTPConnection, socket.socket, http.client.HTTPResponse]:
-        """Connect, send the GET, read the status and headers."""
+        """Connect, send the request, read the status and headers."""
         full = self._full(target)
         conn: http.client.HTTPConnection
         if self._scheme == "https":
@@ -322,8 +418,10 @@ class Client:
         }
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
+        if body is not None:
+            headers["Content-Type"] = "application/json"
         try:
-            conn.request("GET", target, headers=headers)
+            conn.request(method, target, body=body, headers=headers)
             resp = conn.getresponse()
         except socket.timeout:
             conn.close()
@@ -507,6 +605,8 @@ class EventStream(Iterator[EventItem]):
         if m.event == "lagged":
             return Lagged.from_json(data)
         try:
+            if m.event == "query":
+                return QueryEvent.from_json(data)
             return Event.from_json(data, kind=None if m.event == "message" else m.event)
         except MgrpError:
             self.close()

@@ -30,6 +30,8 @@ __all__ = [
     "Passive",
     "Event",
     "Lagged",
+    "Query",
+    "QueryEvent",
     "ns_to_datetime",
     "datetime_to_ns",
     "records_to_dicts",
@@ -531,3 +533,93 @@ class Lagged:
         if isinstance(v, int) and not isinstance(v, bool):
             return cls(missed=v)
         return cls(missed=None)
+
+
+@dataclass(frozen=True)
+class QueryEvent:
+    """A notification of an event-driven query: its condition started holding (``below``,
+    ``exceeds``; ``holds`` True) or stopped (``above``, ``within``; ``holds`` False)."""
+
+    query: str
+    condition: str
+    holds: bool
+    path: str
+    metric: str
+    value: float
+    threshold: Optional[float]
+    record: Record
+    kind: str = "query"
+
+    @classmethod
+    def from_json(cls, v: Any) -> "QueryEvent":
+        w = "query event"
+        d = _obj(v, w)
+        return cls(
+            query=_str(d, "query", w),
+            condition=_str(d, "condition", w),
+            holds=_bool(d, "holds", w),
+            path=_str(d, "path", w),
+            metric=_str(d, "metric", w),
+            value=_float(d, "value", w),
+            threshold=_opt_float(d, "threshold", w),
+            record=Record.from_json(_get(d, "record", w)),
+        )
+
+
+@dataclass(frozen=True)
+class Query:
+    """A client-created query (``/v1/queries``): what was asked (peer, mode ``once``,
+    ``periodic`` or ``event``, method, metric, period, budget in probe bytes a minute, the
+    ``below``/``exceeds`` condition), and how it fares: ``status`` (``running``, ``done``,
+    ``failing`` with ``last_error``, ``budget_exhausted``, ``stopped``), counters, the
+    notifications sent and the newest ``result`` of its metric."""
+
+    id: str
+    owner: str
+    created_ns: int
+    peer: str
+    mode: str
+    method: str
+    metric: str
+    every_s: float
+    budget_bytes_per_min: int
+    below: Optional[float]
+    exceeds: Optional[float]
+    status: str
+    path: Optional[str]
+    last_ns: Optional[int]
+    last_error: Optional[str]
+    budget_exhausted: bool
+    counters: Counters
+    events: int
+    last_event: Optional[QueryEvent]
+    result: Optional[Record]
+
+    @classmethod
+    def from_json(cls, v: Any) -> "Query":
+        w = "query"
+        d = _obj(v, w)
+        le = d.get("last_event")
+        res = d.get("result")
+        return cls(
+            id=_str(d, "id", w),
+            owner=_str(d, "owner", w),
+            created_ns=_int(d, "created_ns", w),
+            peer=_str(d, "peer", w),
+            mode=_str(d, "mode", w),
+            method=_str(d, "method", w),
+            metric=_str(d, "metric", w),
+            every_s=_float(d, "every_s", w),
+            budget_bytes_per_min=_int(d, "budget_bytes_per_min", w),
+            below=_opt_float(d, "below", w),
+            exceeds=_opt_float(d, "exceeds", w),
+            status=_str(d, "status", w),
+            path=_opt_str(d, "path", w),
+            last_ns=_opt_int(d, "last_ns", w),
+            last_error=_opt_str(d, "last_error", w),
+            budget_exhausted=_bool(d, "budget_exhausted", w),
+            counters=Counters.from_json(_get(d, "counters", w)),
+            events=_int(d, "events", w, 0),
+            last_event=None if le is None else QueryEvent.from_json(le),
+            result=None if res is None else Record.from_json(res),
+        )

@@ -9,6 +9,7 @@
 mod auth;
 pub mod conn;
 mod mpat;
+mod queries;
 pub mod query;
 
 pub use conn::Limits;
@@ -92,14 +93,23 @@ struct EventsQuery {
     peer: Option<String>,
     metric: Option<String>,
     below: Option<String>,
+    exceeds: Option<String>,
     rise_pct: Option<String>,
     fall_pct: Option<String>,
     change_pct: Option<String>,
+    query: Option<String>,
 }
 
 /// A refusal: its status and the reason, sent as `{"error": reason}`.
 #[derive(Debug)]
 pub struct ApiError(StatusCode, String);
+
+impl ApiError {
+    /// Why it was refused.
+    pub fn reason(&self) -> &str {
+        &self.1
+    }
+}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -116,7 +126,7 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
 }
 
 /// What the store holds per path: estimates, and on a testbed the ground truth beside them.
-const METRICS: [&str; 7] = [
+pub(crate) const METRICS: [&str; 8] = [
     "avail_bw",
     "capacity",
     "rtt",
@@ -124,6 +134,7 @@ const METRICS: [&str; 7] = [
     "avail_bw_truth",
     "episode_frequency",
     "episode_duration",
+    "jitter",
 ];
 
 fn metric(m: Option<String>) -> Result<String, ApiError> {
@@ -410,14 +421,37 @@ impl Drop for Subscription {
     }
 }
 
+type EventStream =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<sse::Event, Infallible>> + Send>>;
+
 async fn events(
     State(st): State<AppState>,
     Q(q): Q<EventsQuery>,
-) -> Result<Sse<impl futures_util::Stream<Item = Result<sse::Event, Infallible>>>, ApiError> {
+) -> Result<Sse<sse::KeepAliveStream<EventStream>>, ApiError> {
+    if let Some(id) = q.query.clone() {
+        let alone = q.path.is_none()
+            && q.peer.is_none()
+            && q.metric.is_none()
+            && q.below.is_none()
+            && q.exceeds.is_none()
+            && q.rise_pct.is_none()
+            && q.fall_pct.is_none()
+            && q.change_pct.is_none();
+        if !alone {
+            return Err(bad(
+                "`query` takes no other parameter: the query holds its conditions",
+            ));
+        }
+        return query_events(st, id);
+    }
     let metric = metric(q.metric)?;
     let below = match q.below.as_deref() {
         None => None,
-        Some(v) => Some(threshold(&metric, v)?),
+        Some(v) => Some(threshold("below", &metric, v)?),
+    };
+    let exceeds = match q.exceeds.as_deref() {
+        None => None,
+        Some(v) => Some(threshold("exceeds", &metric, v)?),
     };
     let change = pct("change_pct", q.change_pct.as_deref())?;
     let fall = pct("fall_pct", q.fall_pct.as_deref())?.or(change);
@@ -428,6 +462,7 @@ async fn events(
         below,
         rise_pct: pct("rise_pct", q.rise_pct.as_deref())?.or(change),
         fall_pct: fall,
+        exceeds,
     };
     let target = Target::resolve(&st, q.path, q.peer)?;
     if target.sched.is_none() {
@@ -466,25 +501,85 @@ async fn events(
             }
         }
     });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    Ok(Sse::new(Box::pin(stream) as EventStream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
-/// A threshold in the metric's unit; bandwidths also as `5mbit`.
-fn threshold(metric: &str, v: &str) -> Result<f64, ApiError> {
-    if let Ok(x) = v.parse::<f64>() {
+/// An event query's notifications (`query` events), and `lagged` when the subscriber fell
+/// behind.
+fn query_events(
+    st: AppState,
+    id: String,
+) -> Result<Sse<sse::KeepAliveStream<EventStream>>, ApiError> {
+    if !st.queries.exists(&id) {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no query {id:?} (see /v1/queries)"),
+        ));
+    }
+    st.subscribers.fetch_add(1, Ordering::Relaxed);
+    let rx = st.queries.subscribe();
+    let guard = SubscriberCount(st.clone());
+    let stream = futures_util::stream::unfold((rx, guard, id), |(mut rx, g, id)| async move {
+        loop {
+            match rx.recv().await {
+                Ok(e) if e.query == id => {
+                    let data = serde_json::to_string(&*e).unwrap_or_default();
+                    let ev = sse::Event::default().event("query").data(data);
+                    return Some((Ok(ev), (rx, g, id)));
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(n)) => {
+                    g.0.events_lagged.fetch_add(n, Ordering::Relaxed);
+                    let data = serde_json::json!({ "missed": n }).to_string();
+                    let ev = sse::Event::default().event("lagged").data(data);
+                    return Some((Ok(ev), (rx, g, id)));
+                }
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    });
+    Ok(Sse::new(Box::pin(stream) as EventStream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// Counts an open query subscription while it lasts.
+struct SubscriberCount(Arc<Hub>);
+
+impl Drop for SubscriberCount {
+    fn drop(&mut self) {
+        self.0.subscribers.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A threshold in the metric's unit (not negative); bandwidths also as `5mbit`, delays as `5ms`.
+pub(crate) fn threshold(name: &str, metric: &str, v: &str) -> Result<f64, ApiError> {
+    let rate = matches!(metric, "avail_bw" | "capacity" | "avail_bw_truth");
+    let delay = matches!(metric, "rtt" | "jitter" | "episode_duration");
+    if let Ok(x) = v.trim().parse::<f64>() {
         if x.is_finite() && x >= 0.0 {
             return Ok(x);
         }
+        return Err(bad(format!(
+            "threshold {v:?} must be a finite number, not negative"
+        )));
     }
-    if matches!(metric, "avail_bw" | "capacity") {
+    if rate {
         if let Ok(x) = mgrp_traffic::units::parse_rate(v) {
             return Ok(x as f64);
         }
     }
+    if delay {
+        if let Ok(d) = mgrp_traffic::units::parse_duration(v) {
+            return Ok(d.as_secs_f64());
+        }
+    }
     Err(bad(format!(
-        "below: {v:?} is not a number{}",
-        if matches!(metric, "avail_bw" | "capacity") {
+        "{name}: {v:?} is not a number{}",
+        if rate {
             " or a rate like 5mbit"
+        } else if delay {
+            " or a duration like 5ms"
         } else {
             ""
         }
@@ -593,6 +688,11 @@ fn router(state: AppState) -> Router {
             "/v1/mpat/{name}",
             axum::routing::put(mpat::reweight).delete(mpat::delete),
         )
+        .route("/v1/queries", get(queries::list).post(queries::create))
+        .route(
+            "/v1/queries/{id}",
+            get(queries::get).delete(queries::delete),
+        )
         .route("/v1/estimate", get(estimate))
         .route("/v1/history", get(history))
         .route("/v1/records", get(records))
@@ -610,7 +710,7 @@ fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async {
             error(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "method not allowed: the API answers GET only (and POST, PUT, DELETE under /v1/mpat)",
+                "method not allowed: the API answers GET only (and POST, PUT, DELETE under /v1/mpat, POST and DELETE under /v1/queries)",
             )
         })
         .layer(middleware::from_fn_with_state(state.clone(), auth::auth))
