@@ -21,6 +21,7 @@ pub mod methods;
 pub mod riders;
 pub mod slops;
 pub mod sweep;
+pub mod track;
 pub mod trend;
 pub mod wren;
 pub mod wren2;
