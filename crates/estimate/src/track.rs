@@ -236,7 +236,8 @@ impl Tracker {
         self.allowance = allowance;
         self.cut = false;
         self.stats.rounds += 1;
-        if matches!(self.phase, Phase::Hold(_)) {
+        // A check cut short by the allowance goes on where it stopped (its stream is pending).
+        if matches!(self.phase, Phase::Hold(_)) && self.pending.is_none() {
             self.phase = Phase::Hold(self.new_check());
         }
     }
@@ -488,7 +489,7 @@ impl Tracker {
             Some(c) => {
                 let pay_ns = self.round_bytes as f64 * 8.0 / (self.p.ceiling * c) * 1e9;
                 let took = now_ns.saturating_sub(self.round_start) as f64;
-                ((pay_ns - took).max(0.0) as u64).max(self.p.min_interval_ns)
+                ((pay_ns - took).max(0.0).ceil() as u64).max(self.p.min_interval_ns)
             }
             None => self.p.min_interval_ns,
         };
@@ -640,30 +641,264 @@ mod tests {
         (e.value_bps - truth).abs() / truth.max(0.05 * c)
     }
 
+    /// A steady path stays held: over 3 seeds of four cells (CBR and Poisson at 20 and
+    /// 100 Mbit/s), 80 s each, the held estimates' median error is ≤ 5% and p90 ≤ 20% in every
+    /// cell, seeds pooled (measured: medians 0.001–0.04, p90 ≤ 0.13, worst single 0.25 on
+    /// Poisson at 100 Mbit/s); a round costs at most a quarter of the acquiring `auto` search
+    /// (measured 0.09 on CBR, ≤ 0.18 on Poisson at 100 Mbit/s, where noise starts searches);
+    /// and the load after acquisition stays within the 2% ceiling (measured 0.015–0.0197).
     #[test]
-    #[ignore]
-    fn study() {
+    fn holds_a_steady_path_within_resolution_at_a_fraction_of_the_bytes() {
         for (c, cross) in [
             (20e6, "cbr:10mbit,size=500"),
             (20e6, "poisson:5mbit,size=300"),
             (100e6, "cbr:25mbit,size=500"),
             (100e6, "poisson:50mbit,size=1000"),
-            (20e6, "step:5mbit,8mbit,every=20s,size=500"),
-            (100e6, "step:40mbit,55mbit,every=20s,size=1000"),
         ] {
+            let mut errs = Vec::new();
             for seed in 1..=3 {
                 let r = run(c, cross, seed, 80);
-                let mut errs: Vec<f64> = r.held.iter().map(|(_, e, t)| rel(e, *t, c)).collect();
-                errs.sort_by(f64::total_cmp);
-                let n = errs.len().max(1);
+                errs.extend(r.held.iter().map(|(_, e, t)| rel(e, *t, c)));
+                assert!(
+                    r.held.len() >= 10,
+                    "{cross} s{seed}: only {} held",
+                    r.held.len()
+                );
+                let per_round = r.track_bytes as f64 / (r.stats.rounds - 1) as f64;
+                assert!(
+                    per_round <= 0.25 * r.acquire_bytes as f64,
+                    "{cross} s{seed}: {per_round} B a round vs {} B a search",
+                    r.acquire_bytes
+                );
                 let load = r.track_bytes as f64 * 8.0 / (r.track_ns as f64 / 1e9) / c;
-                eprintln!(
-                    "{c:e} {cross} s{seed}: {} held, median {:.3} p90 {:.3} max {:.3}; load {:.4}; acquire {} B, per round {} B; {:?}",
-                    errs.len(), errs.get(n / 2).unwrap_or(&0.0), errs.get(n * 9 / 10).unwrap_or(&0.0),
-                    errs.last().unwrap_or(&0.0), load, r.acquire_bytes,
-                    r.track_bytes / (r.stats.rounds as u64 - 1).max(1), r.stats
+                assert!(load <= 0.02, "{cross} s{seed}: load {load}");
+            }
+            errs.sort_by(f64::total_cmp);
+            let n = errs.len();
+            let (med, p90) = (errs[n / 2], errs[n * 9 / 10]);
+            eprintln!(
+                "{c} {cross}: median {med:.3} p90 {p90:.3} max {:.3}",
+                errs[n - 1]
+            );
+            assert!(
+                med <= 0.05 && p90 <= 0.20,
+                "{c} {cross}: median {med} p90 {p90}"
+            );
+            // No wild walk: noise starts searches, but none lands far off.
+            assert!(errs[n - 1] <= 0.35, "{c} {cross}: worst {}", errs[n - 1]);
+        }
+    }
+
+    /// After each step of a STEP pattern (every `every_s`, from t = 0): seconds and rounds until
+    /// the first held estimate within 10% of the new truth (`None`: not within the step).
+    fn follow(
+        c: f64,
+        cross: &str,
+        every_s: u64,
+        seed: u64,
+        horizon_s: u64,
+    ) -> Vec<Option<(f64, usize)>> {
+        let r = run(c, cross, seed, horizon_s);
+        let mut out = Vec::new();
+        let mut k = 1;
+        while (k + 1) * every_s <= horizon_s {
+            let (from, to) = (k * every_s * S, (k + 1) * every_s * S);
+            let truth = path(c, cross, seed).avail_bps(from + S / 10, to);
+            let after: Vec<&(u64, Estimate, f64)> = r
+                .held
+                .iter()
+                .filter(|(t, _, _)| *t > from && *t < to)
+                .collect();
+            out.push(
+                after
+                    .iter()
+                    .position(|(_, e, _)| rel(e, truth, c) <= 0.10)
+                    .map(|i| ((after[i].0 - from) as f64 / 1e9, i + 1)),
+            );
+            k += 1;
+        }
+        out
+    }
+
+    /// A ±20–33% step in A (STEP cross traffic every 20 s) is followed to within 10% by the
+    /// first or second held estimate after it, in at most 12 s at 20 Mbit/s with A near 0.7 C
+    /// (measured 2.7–10.8 s: at 2% of 20 Mbit/s a check every ~2 s and the search's bytes paid
+    /// back before the next one), ≤ 2 s at 20 Mbit/s with A near 0.5 C (measured 0.85–1.7 s)
+    /// and ≤ 1.5 s at 100 Mbit/s (measured 0.53–0.91 s).
+    #[test]
+    fn follows_steps_within_a_bounded_number_of_rounds() {
+        for (c, cross, within_s) in [
+            (20e6, "step:5mbit,8mbit,every=20s,size=500", 12.0),
+            (20e6, "step:12mbit,9mbit,every=20s,size=300", 2.0),
+            (100e6, "step:40mbit,55mbit,every=20s,size=1000", 1.5),
+        ] {
+            for (k, f) in follow(c, cross, 20, 1, 120).into_iter().enumerate() {
+                let (t, rounds) = f.unwrap_or_else(|| panic!("{cross}: step {k} never followed"));
+                assert!(
+                    t <= within_s && rounds <= 2,
+                    "{cross}: step {k} took {t} s, {rounds} rounds"
                 );
             }
         }
+    }
+
+    /// Rounds' bytes (with their train times) as a driver would see them, at `ceiling`.
+    fn spends(c: f64, cross: &str, ceiling: f64, horizon_s: u64) -> Vec<(u64, u64)> {
+        let mut p = path(c, cross, 1);
+        let mut t = Tracker::new(TrackParams {
+            capacity_bps: Some(c),
+            ceiling,
+            ..TrackParams::default()
+        })
+        .unwrap();
+        let mut sent = Vec::new();
+        crate::fluid::drive_with(&mut t, &mut p, horizon_s * S, |spec, obs| {
+            sent.push((obs.start_mono_ns.0, spec.bytes()));
+        });
+        sent
+    }
+
+    /// The ceiling is never exceeded: at the start of every round (a train after ≥ 90 ms of
+    /// silence), the bytes sent since the first train are at most ceiling × C × the time since
+    /// (the token rule's invariant: 1 B of tolerance for float rounding only), at 1%, 2% and 5%, on a noisy path
+    /// where searches happen; and the long-run load uses most of it.
+    #[test]
+    fn never_exceeds_the_ceiling() {
+        for ceiling in [0.01, 0.02, 0.05] {
+            for (c, cross) in [
+                (20e6, "poisson:5mbit,size=300"),
+                (100e6, "poisson:50mbit,size=1000"),
+            ] {
+                let sent = spends(c, cross, ceiling, 90);
+                let t0 = sent[0].0;
+                let (mut total, mut last_end, mut rounds) = (0u64, t0, 0);
+                for (t, b) in &sent {
+                    if *t > last_end + 90_000_000 {
+                        rounds += 1;
+                        let allowed = ceiling * c / 8.0 * (*t - t0) as f64 / 1e9;
+                        assert!(
+                            total as f64 <= allowed + 1.0,
+                            "{ceiling} {cross}: {total} B > {allowed} B at {t}"
+                        );
+                    }
+                    total += b;
+                    last_end = *t;
+                }
+                let span = (sent.last().unwrap().0 - t0) as f64 / 1e9;
+                let load = total as f64 * 8.0 / span / c;
+                assert!(rounds >= 5, "{ceiling} {cross}: {rounds} rounds");
+                assert!(
+                    load <= ceiling * 1.3 && load >= ceiling * 0.5,
+                    "{ceiling} {cross}: load {load}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        for (p, msg) in [
+            (
+                TrackParams {
+                    ceiling: 0.0,
+                    ..TrackParams::default()
+                },
+                "ceiling",
+            ),
+            (
+                TrackParams {
+                    ceiling: -0.1,
+                    ..TrackParams::default()
+                },
+                "ceiling",
+            ),
+            (
+                TrackParams {
+                    ceiling: 1.5,
+                    ..TrackParams::default()
+                },
+                "ceiling",
+            ),
+            (
+                TrackParams {
+                    ceiling: f64::NAN,
+                    ..TrackParams::default()
+                },
+                "ceiling",
+            ),
+            (
+                TrackParams {
+                    margin: 0.0,
+                    ..TrackParams::default()
+                },
+                "margin",
+            ),
+            (
+                TrackParams {
+                    confirm: 0,
+                    ..TrackParams::default()
+                },
+                "confirm",
+            ),
+            (
+                TrackParams {
+                    stream_len: 3,
+                    ..TrackParams::default()
+                },
+                "streams",
+            ),
+        ] {
+            let e = Tracker::new(p).err().expect("refused").to_string();
+            assert!(e.contains(msg), "{e}");
+        }
+        assert!(Tracker::new(TrackParams {
+            ceiling: 1.0,
+            ..TrackParams::default()
+        })
+        .is_ok());
+    }
+
+    /// Round mode (the service's): a round ends with a final estimate and `is_done`; a train the
+    /// allowance cannot pay for ends the round cut and is the first one sent in the next.
+    #[test]
+    fn rounds_end_done_and_keep_a_train_the_allowance_refused() {
+        let c = 20e6;
+        let mut p = path(c, "cbr:10mbit,size=500", 1);
+        let mut t = Tracker::new(TrackParams {
+            capacity_bps: Some(c),
+            continuous: false,
+            ..TrackParams::default()
+        })
+        .unwrap();
+        assert!(
+            t.is_done() && t.poll_train(0).is_none(),
+            "no round, no train"
+        );
+        t.begin_round(p.now_ns(), None);
+        let out = drive(&mut t, &mut p, 30 * S);
+        assert!(t.is_done());
+        let e = out.last().unwrap().1.clone();
+        assert!(e.final_ && e.quality.method == "track:acquire", "{e:?}");
+        // A hold check with room for one stream only.
+        let now = p.now_ns() + S;
+        p.idle_until(now);
+        t.begin_round(now, Some(40_000));
+        let first = t.poll_train(now).expect("one stream fits");
+        assert!(first.bytes() <= 40_000);
+        let obs = p.send_train(now, &first);
+        t.handle_train(p.now_ns() + 20_000_000, &obs);
+        assert!(t.poll_train(p.now_ns() + 20_000_000).is_none());
+        assert!(t.round_cut() && t.is_done());
+        // The refused stream leads the next round, and the check then concludes.
+        let now = p.now_ns() + S;
+        t.begin_round(now, None);
+        let second = t.poll_train(now).unwrap();
+        assert!(second.bytes() > 40_000 - first.bytes());
+        let obs = p.send_train(now, &second);
+        t.handle_train(p.now_ns() + 20_000_000, &obs);
+        assert!(t.is_done() && !t.round_cut());
+        let e = t.estimate().unwrap();
+        assert_eq!(e.quality.method, "track:hold");
+        assert!(rel(&e, 10e6, c) <= 0.05, "{e:?}");
     }
 }
