@@ -8,6 +8,7 @@ use crate::hub::Hub;
 use crate::path::PathState;
 use crate::record::{self, Series};
 use crate::schedule::{Action, Schedule};
+use crate::track;
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
@@ -15,6 +16,7 @@ use mgrp_engine::riders::RiderSender;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::budget::Budgeted;
 use mgrp_estimate::methods::Method;
+use mgrp_estimate::track::Tracker;
 use mgrp_estimate::Estimator;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,6 +25,24 @@ use std::time::{Duration, Instant};
 /// A capacity this much different from the one the default budget was derived for derives it
 /// again.
 const REDERIVE: f64 = 0.2;
+
+/// The schedule's ceiling: configured, or tracking's default.
+fn ceiling_share(p: &crate::config::PathSchedule) -> Option<f64> {
+    p.ceiling
+        .or((p.method == track::METHOD).then_some(crate::config::DEFAULT_CEILING))
+}
+
+/// What one round's estimator did.
+struct Measured {
+    result: Result<Option<mgrp_estimate::Estimate>, mgrp_engine::Error>,
+    bytes: u64,
+    /// The allowance stopped it before a train.
+    cut: bool,
+    cap: Option<mgrp_estimate::Estimate>,
+    sent: u64,
+    lost: u64,
+    rtt: Option<(Duration, Duration)>,
+}
 
 /// What one schedule's thread needs.
 pub(crate) struct Driver {
@@ -40,6 +60,8 @@ pub(crate) struct Link {
     capacity: Option<f64>,
     /// The capacity the default budget was derived for (`None`: derived for an unknown one).
     budget_for: Option<f64>,
+    /// A tracked path's tracker: it lives across rounds (`crate::track`).
+    tracker: Option<Tracker>,
 }
 
 impl Driver {
@@ -49,9 +71,12 @@ impl Driver {
             session: None,
             capacity: None,
             budget_for: None,
+            tracker: None,
         };
         let budget = match p.budget {
             Some(b) => b,
+            // Tracking's first round is a full `auto` search that also measures C.
+            None if p.method == track::METHOD => budget::default_budget("auto", None),
             None => budget::default_budget(&p.method, None),
         };
         self.st.set_budget(budget);
@@ -133,42 +158,28 @@ impl Driver {
             self.loss_round(sched, link, allowance);
             return;
         }
-        // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.
-        // A method that needs the capacity measures it first while none is known.
-        let built = Method::from_name(&p.method).and_then(|m| m.build(link.capacity));
-        let mut est = match built {
-            Ok(e) => mgrp_estimate::riders::RiderAware::new(e),
-            Err(e) => {
-                st.fail(&e.to_string());
-                sched.handle_failed(mgrp_clock::now_ns(), 0);
-                return;
-            }
-        };
-        let Some(s) = link.session.as_mut() else {
+        let deadline = Instant::now() + p.every.max(Duration::from_secs(5));
+        let Some(m) = self.measure(link, allowance, deadline) else {
+            sched.handle_failed(mgrp_clock::now_ns(), 0);
             return;
         };
-        let mut bounded = Budgeted::new(&mut est, allowance);
-        let deadline = Instant::now() + p.every.max(Duration::from_secs(5));
-        let mut bytes = 0;
-        let result = run_estimator(
-            s,
-            &mut bounded,
-            deadline,
-            || st.stop.load(Ordering::Relaxed),
-            |pr| bytes = pr.probe_bytes,
-        );
-        let rtt = s.control_rtt();
+        let Measured {
+            result,
+            bytes,
+            cut,
+            cap,
+            sent,
+            lost,
+            rtt,
+        } = m;
         let now = mgrp_clock::now_ns();
         c.bump(&c.probe_bytes, bytes);
         c.bump(&c.measurements, 1);
         st.last_ns
             .store(mgrp_clock::realtime_ns(), Ordering::Relaxed);
-        let cut = bounded.exhausted();
         if cut {
             c.bump(&c.cut_by_budget, 1);
         }
-        let cap = bounded.capacity();
-        let (sent, lost) = (bounded.probes_sent, bounded.probes_lost);
         let avail = match result {
             Ok(e) => {
                 sched.handle_measured(now, bytes, cut);
@@ -243,14 +254,87 @@ impl Driver {
             ));
         }
         self.follow_capacity(sched, link);
+        st.set_load(sched.used(mgrp_clock::now_ns()), link.capacity);
     }
 
-    /// The default budget follows the path's capacity: derive it again when C moved.
+    /// Run one round's estimator within `allowance`: a fresh one of the method, or the path's
+    /// tracker. `None` when it could not be built (the error is recorded).
+    fn measure(&self, link: &mut Link, allowance: u64, deadline: Instant) -> Option<Measured> {
+        let (st, p) = (&self.st, &self.st.sched);
+        let stop = || st.stop.load(Ordering::Relaxed);
+        let mut bytes = 0;
+        if p.method == track::METHOD {
+            if link.tracker.is_none() {
+                let ceiling = ceiling_share(p).unwrap_or(crate::config::DEFAULT_CEILING);
+                match track::tracker(link.capacity, ceiling) {
+                    Ok(t) => link.tracker = Some(t),
+                    Err(e) => {
+                        st.fail(&e);
+                        return None;
+                    }
+                }
+            }
+            let (Some(t), Some(s)) = (link.tracker.as_mut(), link.session.as_mut()) else {
+                return None;
+            };
+            t.begin_round(mgrp_clock::now_ns(), Some(allowance));
+            // Rider-aware, as every method: the host's own bytes in the probes come off A.
+            let mut est = mgrp_estimate::riders::RiderAware::new(&mut *t);
+            let mut counted = Budgeted::new(&mut est, u64::MAX);
+            let result =
+                run_estimator(s, &mut counted, deadline, stop, |pr| bytes = pr.probe_bytes);
+            let (sent, lost) = (counted.probes_sent, counted.probes_lost);
+            return Some(Measured {
+                result,
+                bytes,
+                cut: t.round_cut(),
+                cap: t.capacity(),
+                sent,
+                lost,
+                rtt: s.control_rtt(),
+            });
+        }
+        // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.
+        // A method that needs the capacity measures it first while none is known.
+        let built = Method::from_name(&p.method).and_then(|m| m.build(link.capacity));
+        let mut est = match built {
+            Ok(e) => mgrp_estimate::riders::RiderAware::new(e),
+            Err(e) => {
+                st.fail(&e.to_string());
+                return None;
+            }
+        };
+        let s = link.session.as_mut()?;
+        let mut bounded = Budgeted::new(&mut est, allowance);
+        let result = run_estimator(s, &mut bounded, deadline, stop, |pr| bytes = pr.probe_bytes);
+        Some(Measured {
+            result,
+            bytes,
+            cut: bounded.exhausted(),
+            cap: bounded.capacity(),
+            sent: bounded.probes_sent,
+            lost: bounded.probes_lost,
+            rtt: s.control_rtt(),
+        })
+    }
+
+    /// The default budget follows the path's capacity: derive it again when C moved. The
+    /// ceiling, a share of C, follows it too.
     fn follow_capacity(&self, sched: &mut Schedule, link: &mut Link) {
         let p = &self.st.sched;
+        if let (Some(c), Some(share)) = (link.capacity, ceiling_share(p)) {
+            sched.set_ceiling(Some(share * c / 8.0));
+            self.st.set_budget(sched.budget());
+        }
         let (Some(c), None) = (link.capacity, p.budget) else {
             return;
         };
+        if p.method == track::METHOD {
+            // Tracking spends what the ceiling allows: no budget below it.
+            sched.set_budget(u64::MAX);
+            self.st.set_budget(sched.budget());
+            return;
+        }
         if link
             .budget_for
             .is_some_and(|b| (c - b).abs() <= REDERIVE * b)
@@ -260,6 +344,6 @@ impl Driver {
         let b = budget::default_budget(&p.method, Some(c));
         link.budget_for = Some(c);
         sched.set_budget(b);
-        self.st.set_budget(b);
+        self.st.set_budget(sched.budget());
     }
 }

@@ -24,6 +24,7 @@ pub mod path;
 pub mod record;
 pub mod schedule;
 pub mod service;
+pub mod track;
 pub mod transfer;
 pub mod watch;
 pub mod wren2;
