@@ -180,15 +180,18 @@ impl Driver {
         if cut {
             c.bump(&c.cut_by_budget, 1);
         }
+        // The schedule counts frames as the bottleneck does (UDP payload + Ethernet/IP/UDP
+        // headers): budgets and the ceiling then hold at the link's own counters.
+        let wire = bytes + sent * mgrp_estimate::WIRE_OVERHEAD as u64;
         let avail = match result {
             Ok(e) => {
-                sched.handle_measured(now, bytes, cut);
+                sched.handle_measured(now, wire, cut);
                 e
             }
             Err(e) => {
                 // The session is broken: connect again next time.
                 st.fail(&e.to_string());
-                sched.handle_failed(now, bytes);
+                sched.handle_failed(now, wire);
                 link.session = None;
                 None
             }
