@@ -189,13 +189,16 @@ fn continuous_tracks_by_default() {
         (median - truth).abs() <= 0.10 * truth,
         "median {median} vs truth {truth}: {values:?}"
     );
-    // Each line's bytes are its round's; the rounds after the search were paid for at 2%.
-    let bytes: f64 = lines[1..]
+    // Each line's bytes are its round's, paid for at 2% of C before the next round starts:
+    // the rounds between the first line and the last (that one's pay-back runs past the end)
+    // fit in the time between them. C is the tracker's own estimate: 3% allowed for its
+    // difference from the testbed's measured capacity.
+    let bytes: f64 = lines[1..lines.len() - 1]
         .iter()
         .map(|v| v["estimate"]["quality"]["probe_bytes"].as_f64().unwrap())
         .sum();
     let span = lines.last().unwrap()["t_s"].as_f64().unwrap() - lines[0]["t_s"].as_f64().unwrap();
-    let allowed = 0.02 * tb.capacity().bps() / 8.0 * span;
+    let allowed = 0.02 * 1.03 * tb.capacity().bps() / 8.0 * span;
     assert!(
         bytes <= allowed,
         "{bytes} B in {span} s: more than {allowed} B"
