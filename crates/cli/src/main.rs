@@ -27,6 +27,7 @@ mod signals;
 mod testbed_cmd;
 mod topo_cmd;
 mod trace_cmd;
+mod tracking_bench;
 mod wren2_bench;
 
 use clap::{Parser, Subcommand};
