@@ -162,7 +162,7 @@ fn scenario(
     let extra = if method == mgrp_service::track::METHOD {
         String::new()
     } else {
-        "every = \"100ms\"\nbudget = \"10gb\"\n".into()
+        "every = \"100ms\"\nbudget = \"1000mb\"\n".into()
     };
     let text =
         format!("http = \"off\"\n[[path]]\npeer = \"{peer}\"\nmethod = \"{method}\"\n{extra}");

@@ -182,7 +182,7 @@ impl Driver {
         }
         // The schedule counts frames as the bottleneck does (UDP payload + Ethernet/IP/UDP
         // headers): budgets and the ceiling then hold at the link's own counters.
-        let wire = bytes + sent * mgrp_estimate::WIRE_OVERHEAD as u64;
+        let wire = bytes + sent * mgrp_estimate::WIRE_OVERHEAD;
         let avail = match result {
             Ok(e) => {
                 sched.handle_measured(now, wire, cut);
