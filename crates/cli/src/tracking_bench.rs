@@ -56,7 +56,8 @@ fn table(r: &Report) -> String {
         format!(
             "The service keeping one path fresh, {} s per scenario (the issue asks 300 s), each \
              method run continuously: track with its defaults (2% ceiling), the baselines back \
-             to back (every 100 ms, budget never binding). Load = frames the bottleneck counted \
+             to back (every 100 ms; slops-slow every 30 s, its rounds taking ~20 s; budget never \
+             binding). Load = frames the bottleneck counted \
              from the sender (probes and control) / C; error = |estimate − A| / A, A over the \
              second before each estimate; follow = seconds from each STEP level change to the \
              first estimate within 10% of the new level ('-': not within the level). Targets: \

@@ -159,10 +159,12 @@ fn scenario(
     let gen = CrossTraffic::start(tb, &cross, BASE_PORT, &opts)?;
     // Baselines run back to back (the least period, a budget that never binds); tracking
     // with its defaults (its 2% ceiling paces it).
-    let extra = if method == mgrp_service::track::METHOD {
-        String::new()
-    } else {
-        "every = \"100ms\"\nbudget = \"1000mb\"\n".into()
+    // A round may last `every` (at least 5 s): pathload's pacing needs ~20 s an estimate, so
+    // slops-slow is due every 30 s (one round at a time, close to back to back).
+    let extra = match method {
+        m if m == mgrp_service::track::METHOD => String::new(),
+        "slops-slow" => "every = \"30s\"\nbudget = \"1000mb\"\n".into(),
+        _ => "every = \"100ms\"\nbudget = \"1000mb\"\n".into(),
     };
     let text =
         format!("http = \"off\"\n[[path]]\npeer = \"{peer}\"\nmethod = \"{method}\"\n{extra}");
