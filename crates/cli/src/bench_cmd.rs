@@ -42,6 +42,9 @@ pub enum BenchCmd {
     /// Two-sided Wren live (the peer agent's arrival records) against one-sided and offline
     /// two-sided, on chain3 with cross traffic on every link.
     Wren2(crate::wren2_bench::Wren2Bench),
+    /// Continuous tracking (the default schedule) against back-to-back baselines: probe load,
+    /// error, estimates per minute, time to follow a step.
+    Tracking(crate::tracking_bench::TrackingBench),
 }
 
 #[derive(Args)]
@@ -131,6 +134,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Inline(b) => crate::inline_bench::run(b),
         BenchCmd::Map(b) => crate::map_bench::run(b),
         BenchCmd::Wren2(b) => crate::wren2_bench::run(b),
+        BenchCmd::Tracking(b) => crate::tracking_bench::run(b),
     }
 }
 

@@ -9,6 +9,7 @@ use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::{run_estimator, Progress};
 use mgrp_estimate::methods::Method;
+use mgrp_estimate::track::{TrackParams, Tracker};
 use mgrp_estimate::{Estimate, Estimator};
 use mgrp_testbed::units::fmt_rate;
 use serde::Serialize;
@@ -20,8 +21,9 @@ use std::time::{Duration, Instant};
 pub struct EstimateArgs {
     /// The peer agent: IP or IP:PORT (default port 7240).
     peer: String,
-    #[arg(long, default_value = "auto", value_parser = crate::methods::parser())]
-    method: Method,
+    /// The method (default auto; with --continuous the default is tracking, see --ceiling).
+    #[arg(long, value_parser = crate::methods::parser())]
+    method: Option<Method>,
     /// Give up (reporting what is known) after this long; with --continuous, run this long.
     #[arg(long, default_value = "60s", value_parser = crate::testbed_cmd::duration)]
     duration: Duration,
@@ -29,6 +31,11 @@ pub struct EstimateArgs {
     /// per estimate; the capacity is measured once.
     #[arg(long)]
     continuous: bool,
+    /// With --continuous and no --method: track the estimate (one full search, then short
+    /// checks that it still holds), keeping the probe load at most this share of capacity
+    /// (2% or 0.02; docs/tracking.md).
+    #[arg(long, default_value = "2%")]
+    ceiling: String,
     /// Known capacity: skip measuring it (SLoPS searches below it).
     #[arg(long, value_parser = crate::testbed_cmd::rate)]
     capacity: Option<u64>,
@@ -68,6 +75,10 @@ struct Line<'a> {
 
 pub fn run(a: EstimateArgs) -> Result<()> {
     let peer = parse_peer(&a.peer)?;
+    let ceiling = mgrp_service::config::parse_share(&a.ceiling)
+        .map_err(|e| anyhow::anyhow!("--ceiling: {e}"))?;
+    let tracking = a.continuous && a.method.is_none();
+    let method = a.method.unwrap_or(Method::Auto);
     let max = if a.continuous { 24 * 3600 } else { 3600 };
     if a.duration.is_zero() || a.duration > Duration::from_secs(max) {
         bail!(
@@ -122,8 +133,11 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         interrupted: false,
     };
     let mut capacity = a.capacity.map(|c| c as f64);
+    if tracking {
+        return track(&mut session, capacity, ceiling, deadline, a.json, t0);
+    }
     // The method `capacity` with the capacity given has nothing left to measure.
-    let skip = a.method == Method::Capacity && capacity.is_some();
+    let skip = method == Method::Capacity && capacity.is_some();
     let mut round = 0u32;
     loop {
         if skip {
@@ -131,7 +145,7 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         }
         round += 1;
         // The first round of a method that needs the capacity measures it first.
-        let mut est = a.method.build(capacity)?;
+        let mut est = method.build(capacity)?;
         // Progress lines follow the method's estimate (none during a capacity step).
         let e = run_estimator(
             &mut session,
@@ -144,13 +158,13 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             capacity = Some(c.value_bps);
             report.capacity = Some(c);
         }
-        if a.method.needs_capacity() && capacity.is_none() {
+        if method.needs_capacity() && capacity.is_none() {
             if stop() {
                 bail!("interrupted before the capacity was known");
             }
             bail!("no capacity estimate: no probe train came back from {peer}");
         }
-        if a.method == Method::Capacity {
+        if method == Method::Capacity {
             break;
         }
         if a.continuous {
@@ -202,9 +216,71 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     }
     if let Some(e) = &report.available {
         say!("available  {}", summary(e));
-    } else if a.method != Method::Capacity {
+    } else if method != Method::Capacity {
         say!("available  no estimate within {:?}", a.duration);
     }
+    Ok(())
+}
+
+/// `--continuous` without a method: one tracker, round after round, each round's estimate
+/// printed; between rounds it waits as long as the tracker's ceiling asks.
+fn track(
+    session: &mut Session,
+    capacity: Option<f64>,
+    ceiling: f64,
+    deadline: Instant,
+    json: bool,
+    t0: Instant,
+) -> Result<()> {
+    let stop = crate::signals::interrupted;
+    let mut t = Tracker::new(TrackParams {
+        capacity_bps: capacity,
+        ceiling,
+        continuous: false,
+        ..TrackParams::default()
+    })?;
+    let mut round = 0u32;
+    while !stop() && Instant::now() < deadline {
+        round += 1;
+        t.begin_round(mgrp_clock::now_ns(), None);
+        let e = run_estimator(session, &mut t, deadline, stop, |_| {})?;
+        match e.as_ref().filter(|e| e.final_) {
+            Some(e) => {
+                let t_s = t0.elapsed().as_secs_f64();
+                if json {
+                    say!(
+                        "{}",
+                        serde_json::to_string(&Line {
+                            round,
+                            t_s,
+                            estimate: e
+                        })?
+                    );
+                } else {
+                    say!("{t_s:>8.2} s  round {round:>4}  available {}", summary(e));
+                }
+            }
+            None if t.held().is_none() && !stop() && Instant::now() < deadline => {
+                bail!("no estimate: no probe train came back from the peer")
+            }
+            None => {}
+        }
+        // The ceiling's pause, in short slices so Ctrl-C and the deadline are seen.
+        while !stop() && Instant::now() < deadline {
+            let left = t.next_round_at().saturating_sub(mgrp_clock::now_ns());
+            if left == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_nanos(left).min(Duration::from_millis(50)));
+        }
+    }
+    let s = t.stats();
+    eprintln!(
+        "tracking: {} rounds, {} changes found, {:.1} kB of probes",
+        s.rounds,
+        s.changes,
+        s.probe_bytes as f64 / 1e3
+    );
     Ok(())
 }
 

@@ -29,6 +29,7 @@ mod tcp_avail_cmd;
 mod testbed_cmd;
 mod topo_cmd;
 mod trace_cmd;
+mod tracking_bench;
 mod wren2_bench;
 
 use clap::{Parser, Subcommand};

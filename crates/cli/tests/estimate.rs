@@ -55,6 +55,14 @@ fn estimate_errors_are_clear() {
         (&[peer.as_str(), "--duration", "2h"], "--duration"),
         (&[peer.as_str(), "--capacity", "10bit"], "capacity"),
         (&[peer.as_str(), "--method", "magic"], "magic"),
+        (
+            &[peer.as_str(), "--continuous", "--ceiling", "0%"],
+            "--ceiling",
+        ),
+        (
+            &[peer.as_str(), "--continuous", "--ceiling", "120%"],
+            "at most 100%",
+        ),
         (&["not-an-address"], "not-an-address"),
     ] {
         let o = estimate(&tb, args, Some(KEY));
@@ -88,7 +96,15 @@ fn auto_matches_ground_truth_under_cbr() {
         let peer = Role::Rcv.addr().to_string();
         let o = estimate(
             &tb,
-            &[&peer, "--continuous", "--duration", "4s", "--json"],
+            &[
+                &peer,
+                "--continuous",
+                "--method",
+                "auto",
+                "--duration",
+                "4s",
+                "--json",
+            ],
             Some(KEY),
         );
         let t1 = mgrp_testbed::clock::now_ns();
@@ -126,4 +142,65 @@ fn auto_matches_ground_truth_under_cbr() {
             "truth {truth}, measured capacity {m}"
         );
     }
+}
+
+/// `--continuous` without a method tracks: one acquiring search, then held estimates from
+/// short checks, their median within 10% of the truth (as `auto` above at 20 Mbit/s), and the
+/// probe bytes after the search within the 2% ceiling of the time they were spread over.
+#[test]
+fn continuous_tracks_by_default() {
+    let tb = testbed(20);
+    let _agent = AgentProc::start(&tb, Role::Rcv, None, None);
+    let sampler = TruthSampler::start(&tb, Duration::from_millis(50)).unwrap();
+    let cross = CrossPattern::parse("cbr:10mbit").unwrap();
+    let gen = CrossTraffic::start(&tb, &cross, BASE_PORT, &GenOptions::default()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = mgrp_testbed::clock::now_ns();
+    let peer = Role::Rcv.addr().to_string();
+    let o = estimate(
+        &tb,
+        &[&peer, "--continuous", "--duration", "10s", "--json"],
+        Some(KEY),
+    );
+    let t1 = mgrp_testbed::clock::now_ns();
+    gen.stop().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let truth = sampler.stop().unwrap().window(t0, t1).unwrap().avail_bps;
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let method = |v: &serde_json::Value| {
+        v["estimate"]["quality"]["method"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(method(&lines[0]), "track:acquire", "{lines:?}");
+    assert!(lines.len() >= 4, "{lines:?}");
+    assert!(lines[1..].iter().all(|v| method(v).starts_with("track:")));
+    let mut values: Vec<f64> = lines
+        .iter()
+        .map(|v| v["estimate"]["value_bps"].as_f64().unwrap())
+        .collect();
+    values.sort_by(f64::total_cmp);
+    let median = values[values.len() / 2];
+    assert!(
+        (median - truth).abs() <= 0.10 * truth,
+        "median {median} vs truth {truth}: {values:?}"
+    );
+    // Each line's bytes are its round's, paid for at 2% of C before the next round starts:
+    // the rounds between the first line and the last (that one's pay-back runs past the end)
+    // fit in the time between them. C is the tracker's own estimate: 3% allowed for its
+    // difference from the testbed's measured capacity.
+    let bytes: f64 = lines[1..lines.len() - 1]
+        .iter()
+        .map(|v| v["estimate"]["quality"]["probe_bytes"].as_f64().unwrap())
+        .sum();
+    let span = lines.last().unwrap()["t_s"].as_f64().unwrap() - lines[0]["t_s"].as_f64().unwrap();
+    let allowed = 0.02 * 1.03 * tb.capacity().bps() / 8.0 * span;
+    assert!(
+        bytes <= allowed,
+        "{bytes} B in {span} s: more than {allowed} B"
+    );
 }

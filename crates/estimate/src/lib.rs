@@ -23,6 +23,7 @@ pub mod riders;
 pub mod slops;
 pub mod sweep;
 pub mod tcp_avail;
+pub mod track;
 pub mod trend;
 pub mod wren;
 pub mod wren2;

@@ -35,6 +35,7 @@ impl DashboardRun {
                 method: method.name().into(),
                 every: Duration::from_secs(1),
                 budget: Some(60_000_000),
+                ceiling: None,
             }],
             ..ServiceConfig::default()
         };

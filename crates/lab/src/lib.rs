@@ -21,6 +21,7 @@ pub mod rig;
 pub mod testbed_bench;
 pub mod testbed_run;
 pub mod topo_run;
+pub mod tracking_bench;
 pub mod wren2_bench;
 
 #[derive(Debug, thiserror::Error)]

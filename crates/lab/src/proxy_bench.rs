@@ -428,6 +428,7 @@ impl ProxyRig {
                     // Rare on its own: the proxy asks when a path goes quiet.
                     every: Duration::from_secs(60),
                     budget: Some(60_000_000),
+                    ceiling: None,
                 })
                 .collect(),
             passive: vec![PassiveSource {

@@ -528,6 +528,13 @@
       const secs = (t1 - t0) / 1000;
       rows.push([`probe rate, last ${Math.round(secs)} s`, `${num(((b1 - b0) * 8) / secs / 1e6)} Mbit/s`]);
     }
+    // The probe load as a share of the path's capacity, beside its ceiling.
+    if (s.probe_load_share != null) {
+      const over = s.ceiling_share != null && s.probe_load_share > s.ceiling_share;
+      const pct = (x) => `${num(x * 100)}%`;
+      const load = `${pct(s.probe_load_share)} of C${s.ceiling_share != null ? ` (ceiling ${pct(s.ceiling_share)})` : ''}`;
+      rows.push(['probe load, last minute', over ? `<span class="warn">${load}</span>` : load]);
+    }
     if (c.skipped_for_budget || c.cut_by_budget) {
       rows.push(['budget skips / cuts', `<span class="warn">${c.skipped_for_budget} / ${c.cut_by_budget}</span>`]);
     }

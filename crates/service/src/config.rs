@@ -10,9 +10,12 @@
 //!
 //! [[path]]
 //! peer = "198.18.3.2"                    # IP or IP:PORT of the peer's agent
-//! method = "auto"                        # auto, slops, slops-slow, chirp, sweep; or
-//!                                        # loss_episodes (badabing: episode frequency, duration)
-//! every = "10s"
+//! method = "track"                       # the default: hold the estimate with short checks
+//!                                        # (docs/tracking.md); auto, slops, slops-slow, chirp,
+//!                                        # sweep; or loss_episodes (badabing)
+//! every = "10s"                          # (track: least time between rounds, default 250ms)
+//! ceiling = "2%"                         # probe load at most this share of the capacity
+//!                                        # (default 2% for track, none for the others)
 //! budget = "2mb"                         # probe bytes per minute on this path (default:
 //!                                        # what one estimate costs at the path's capacity, x2)
 //!
@@ -73,6 +76,9 @@ pub enum ConfigError {
 #[error("{0}")]
 pub struct Invalid(pub String);
 
+/// The probe load's default ceiling for tracked paths, as a share of capacity.
+pub const DEFAULT_CEILING: f64 = 0.02;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PathSchedule {
     pub peer: SocketAddr,
@@ -81,6 +87,8 @@ pub struct PathSchedule {
     /// Probe bytes per minute; `None`: the default, derived from what one estimate of the
     /// method costs at the path's capacity (`crate::budget`).
     pub budget: Option<u64>,
+    /// The probe load's ceiling as a share of the path's capacity (0, 1]; `None`: none.
+    pub ceiling: Option<f64>,
 }
 
 /// Passive measurement (Wren) of the TCP traffic an interface carries.
@@ -196,16 +204,39 @@ struct RawPath {
     peer: String,
     #[serde(default = "default_method")]
     method: String,
-    #[serde(default = "default_every")]
-    every: String,
+    every: Option<String>,
     budget: Option<String>,
+    ceiling: Option<String>,
 }
 
 fn default_method() -> String {
-    "auto".into()
+    crate::track::METHOD.into()
 }
-fn default_every() -> String {
-    "60s".into()
+fn default_every(method: &str) -> &'static str {
+    if method == crate::track::METHOD {
+        // The ceiling paces tracking; this is only the least time between its rounds.
+        "250ms"
+    } else {
+        "60s"
+    }
+}
+
+/// A share of capacity: `2%` or `0.02`, above 0 and at most 100%.
+pub fn parse_share(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| {
+        format!("{s:?} is not a share: use a percentage such as 2% or a fraction such as 0.02")
+    })?;
+    if !(v.is_finite() && v > 0.0 && v <= 1.0) {
+        return Err(format!(
+            "{s:?} must be above 0% and at most 100% of the capacity"
+        ));
+    }
+    Ok(v)
 }
 
 #[derive(Deserialize)]
@@ -357,8 +388,10 @@ impl ServiceConfig {
         for (i, p) in raw.path.into_iter().enumerate() {
             let at = |why: String| format!("path #{} ({}): {why}", i + 1, p.peer);
             let peer = mgrp_engine::api::parse_peer(&p.peer).map_err(|e| at(e.to_string()))?;
-            if p.method != crate::loss::METHOD && scheduled_method(&p.method).is_none() {
-                let mut names: Vec<&str> = Method::AVAILABLE.iter().map(|m| m.name()).collect();
+            let known = p.method == crate::loss::METHOD || p.method == crate::track::METHOD;
+            if !known && scheduled_method(&p.method).is_none() {
+                let mut names = vec![crate::track::METHOD];
+                names.extend(Method::AVAILABLE.iter().map(|m| m.name()));
                 names.push(crate::loss::METHOD);
                 return Err(at(format!(
                     "unknown method {:?}: use {}",
@@ -366,7 +399,12 @@ impl ServiceConfig {
                     names.join(", ")
                 )));
             }
-            let every = parse_duration(&p.every).map_err(|e| at(format!("every: {e}")))?;
+            let every = p.every.as_deref().unwrap_or(default_every(&p.method));
+            let every = parse_duration(every).map_err(|e| at(format!("every: {e}")))?;
+            let ceiling = match &p.ceiling {
+                Some(c) => Some(parse_share(c).map_err(|e| at(format!("ceiling: {e}")))?),
+                None => (p.method == crate::track::METHOD).then_some(DEFAULT_CEILING),
+            };
             if every < Duration::from_millis(100) || every > Duration::from_secs(86_400) {
                 return Err(at("every must be 100ms..=1d".into()));
             }
@@ -395,6 +433,7 @@ impl ServiceConfig {
                 method: p.method,
                 every,
                 budget,
+                ceiling,
             });
         }
         if let Some(r) = raw.riders {
@@ -707,6 +746,21 @@ mod tests {
         assert_eq!(c.paths[1].budget, None, "the default is derived");
         assert_eq!(c.paths[1].method, "chirp");
         assert_eq!(c.paths[1].every, Duration::from_secs(60));
+        // Tracking is the default method, with its 2% ceiling; other methods have none unless
+        // configured.
+        assert_eq!(
+            (c.paths[0].method.as_str(), c.paths[0].ceiling),
+            ("track", Some(0.02))
+        );
+        assert_eq!(c.paths[1].ceiling, None);
+        let t = ServiceConfig::parse(
+            "[[path]]\npeer = \"1.2.3.4\"\n[[path]]\npeer = \"1.2.3.5\"\nmethod = \"auto\"\nceiling = \"0.5%\"",
+        )
+        .unwrap();
+        assert_eq!(t.paths[0].every, Duration::from_millis(250));
+        assert_eq!(t.paths[1].ceiling, Some(0.005));
+        assert_eq!(parse_share("0.02"), Ok(0.02));
+        assert_eq!(parse_share(" 100% "), Ok(1.0));
         assert_eq!(
             c.passive,
             vec![PassiveSource {
@@ -732,6 +786,10 @@ mod tests {
             ),
             ("[[path]]\npeer = \"1.2.3.4\"\nevery = \"1us\"", "every"),
             ("[[path]]\npeer = \"1.2.3.4\"\nbudget = \"1b\"", "budget"),
+            ("[[path]]\npeer = \"1.2.3.4\"\nceiling = \"0%\"", "ceiling"),
+            ("[[path]]\npeer = \"1.2.3.4\"\nceiling = \"-1%\"", "above 0%"),
+            ("[[path]]\npeer = \"1.2.3.4\"\nceiling = \"150%\"", "at most 100%"),
+            ("[[path]]\npeer = \"1.2.3.4\"\nceiling = \"lots\"", "not a share"),
             ("retention = \"1s\"", "retention"),
             ("retention = \"0d\"", "retention"),
             ("retention = \"1.5d\"", "retention"),

@@ -8,14 +8,16 @@ use crate::hub::Hub;
 use crate::path::PathState;
 use crate::record::{self, Series};
 use crate::schedule::{Action, Schedule};
+use crate::track;
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::riders::RiderSender;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::budget::Budgeted;
-use mgrp_estimate::jitter::JitterTap;
+use mgrp_estimate::jitter::{Jitter, JitterTap};
 use mgrp_estimate::methods::Method;
+use mgrp_estimate::track::Tracker;
 use mgrp_estimate::Estimator;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -24,6 +26,26 @@ use std::time::{Duration, Instant};
 /// A capacity this much different from the one the default budget was derived for derives it
 /// again.
 const REDERIVE: f64 = 0.2;
+
+/// The schedule's ceiling: configured, or tracking's default.
+fn ceiling_share(p: &crate::config::PathSchedule) -> Option<f64> {
+    p.ceiling
+        .or((p.method == track::METHOD).then_some(crate::config::DEFAULT_CEILING))
+}
+
+/// What one round's estimator did.
+struct Measured {
+    result: Result<Option<mgrp_estimate::Estimate>, mgrp_engine::Error>,
+    bytes: u64,
+    /// The allowance stopped it before a train.
+    cut: bool,
+    cap: Option<mgrp_estimate::Estimate>,
+    sent: u64,
+    lost: u64,
+    rtt: Option<(Duration, Duration)>,
+    /// Read from the same trains: no probes of its own.
+    jitter: Option<Jitter>,
+}
 
 /// What one schedule's thread needs.
 pub(crate) struct Driver {
@@ -41,6 +63,8 @@ pub(crate) struct Link {
     capacity: Option<f64>,
     /// The capacity the default budget was derived for (`None`: derived for an unknown one).
     budget_for: Option<f64>,
+    /// A tracked path's tracker: it lives across rounds (`crate::track`).
+    tracker: Option<Tracker>,
 }
 
 impl Driver {
@@ -50,9 +74,12 @@ impl Driver {
             session: None,
             capacity: None,
             budget_for: None,
+            tracker: None,
         };
         let budget = match p.budget {
             Some(b) => b,
+            // Tracking's first round is a full `auto` search that also measures C.
+            None if p.method == track::METHOD => budget::default_budget("auto", None),
             None => budget::default_budget(&p.method, None),
         };
         self.st.set_budget(budget);
@@ -144,54 +171,41 @@ impl Driver {
                 Vec::new()
             };
         }
-        // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.
-        // A method that needs the capacity measures it first while none is known.
-        let built = Method::from_name(&p.method).and_then(|m| m.build(link.capacity));
-        let mut est = match built {
-            Ok(e) => mgrp_estimate::riders::RiderAware::new(e),
-            Err(e) => {
-                st.fail(&e.to_string());
-                sched.handle_failed(mgrp_clock::now_ns(), 0);
-                return Vec::new();
-            }
-        };
-        let Some(s) = link.session.as_mut() else {
+        let deadline = Instant::now() + p.every.max(Duration::from_secs(5));
+        let Some(m) = self.measure(link, allowance, deadline) else {
+            sched.handle_failed(mgrp_clock::now_ns(), 0);
             return Vec::new();
         };
-        // Jitter is read from the same trains: no probes of its own.
-        let mut tapped = JitterTap::new(Budgeted::new(&mut est, allowance));
-        let deadline = Instant::now() + p.every.max(Duration::from_secs(5));
-        let mut bytes = 0;
-        let result = run_estimator(
-            s,
-            &mut tapped,
-            deadline,
-            || st.stop.load(Ordering::Relaxed),
-            |pr| bytes = pr.probe_bytes,
-        );
-        let rtt = s.control_rtt();
+        let Measured {
+            result,
+            bytes,
+            cut,
+            cap,
+            sent,
+            lost,
+            rtt,
+            jitter,
+        } = m;
         let now = mgrp_clock::now_ns();
         c.bump(&c.probe_bytes, bytes);
         c.bump(&c.measurements, 1);
         st.last_ns
             .store(mgrp_clock::realtime_ns(), Ordering::Relaxed);
-        let jitter = tapped.jitter();
-        let bounded = tapped.inner();
-        let cut = bounded.exhausted();
         if cut {
             c.bump(&c.cut_by_budget, 1);
         }
-        let cap = bounded.capacity();
-        let (sent, lost) = (bounded.probes_sent, bounded.probes_lost);
+        // The schedule counts frames as the bottleneck does (UDP payload + Ethernet/IP/UDP
+        // headers): budgets and the ceiling then hold at the link's own counters.
+        let wire = bytes + sent * mgrp_estimate::WIRE_OVERHEAD;
         let avail = match result {
             Ok(e) => {
-                sched.handle_measured(now, bytes, cut);
+                sched.handle_measured(now, wire, cut);
                 e
             }
             Err(e) => {
                 // The session is broken: connect again next time.
                 st.fail(&e.to_string());
-                sched.handle_failed(now, bytes);
+                sched.handle_failed(now, wire);
                 link.session = None;
                 None
             }
@@ -231,6 +245,14 @@ impl Driver {
                 0.0,
             ));
         }
+        if sent > 0 {
+            // Probe loss: the share of this measurement's probes that did not arrive (probe
+            // streams above A may cause some of it themselves).
+            let share = lost as f64 / sent as f64;
+            let mut r = record::scalar(at("loss"), &p.method, share, (share, share), 0.0);
+            r.probe_bytes = bytes;
+            recs.push(r);
+        }
         if let Some(j) = jitter {
             let mut r = record::scalar(
                 at("jitter"),
@@ -242,24 +264,16 @@ impl Driver {
             r.trains = j.trains;
             recs.push(r);
         }
-        if sent > 0 {
-            // Probe loss: the share of this measurement's probes that did not arrive (probe
-            // streams above A may cause some of it themselves).
-            let share = lost as f64 / sent as f64;
-            let mut r = record::scalar(at("loss"), &p.method, share, (share, share), 0.0);
-            r.probe_bytes = bytes;
-            recs.push(r);
-        }
         let mut stored = Vec::new();
         if !recs.is_empty() {
             let n = recs.len() as u64;
             match self.hub.publish(&recs) {
                 Ok(()) => {
+                    c.bump(&c.estimates_stored, n);
                     stored = ["avail_bw", "capacity", "rtt", "loss", "jitter"]
                         .into_iter()
                         .filter(|m| recs.iter().any(|r| r.metric == *m))
                         .collect();
-                    c.bump(&c.estimates_stored, n);
                     if !starved {
                         // Working again: the next failure is news.
                         st.ok();
@@ -275,15 +289,93 @@ impl Driver {
             ));
         }
         self.follow_capacity(sched, link);
+        st.set_load(sched.used(mgrp_clock::now_ns()), link.capacity);
         stored
     }
 
-    /// The default budget follows the path's capacity: derive it again when C moved.
+    /// Run one round's estimator within `allowance`: a fresh one of the method, or the path's
+    /// tracker. `None` when it could not be built (the error is recorded).
+    fn measure(&self, link: &mut Link, allowance: u64, deadline: Instant) -> Option<Measured> {
+        let (st, p) = (&self.st, &self.st.sched);
+        let stop = || st.stop.load(Ordering::Relaxed);
+        let mut bytes = 0;
+        if p.method == track::METHOD {
+            if link.tracker.is_none() {
+                let ceiling = ceiling_share(p).unwrap_or(crate::config::DEFAULT_CEILING);
+                match track::tracker(link.capacity, ceiling) {
+                    Ok(t) => link.tracker = Some(t),
+                    Err(e) => {
+                        st.fail(&e);
+                        return None;
+                    }
+                }
+            }
+            let (Some(t), Some(s)) = (link.tracker.as_mut(), link.session.as_mut()) else {
+                return None;
+            };
+            t.begin_round(mgrp_clock::now_ns(), Some(allowance));
+            // Rider-aware, as every method: the host's own bytes in the probes come off A.
+            let mut est = mgrp_estimate::riders::RiderAware::new(&mut *t);
+            let mut tapped = JitterTap::new(Budgeted::new(&mut est, u64::MAX));
+            let result = run_estimator(s, &mut tapped, deadline, stop, |pr| bytes = pr.probe_bytes);
+            let jitter = tapped.jitter();
+            let counted = tapped.inner();
+            let (sent, lost) = (counted.probes_sent, counted.probes_lost);
+            return Some(Measured {
+                jitter,
+                result,
+                bytes,
+                cut: t.round_cut(),
+                cap: t.capacity(),
+                sent,
+                lost,
+                rtt: s.control_rtt(),
+            });
+        }
+        // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.
+        // A method that needs the capacity measures it first while none is known.
+        let built = Method::from_name(&p.method).and_then(|m| m.build(link.capacity));
+        let mut est = match built {
+            Ok(e) => mgrp_estimate::riders::RiderAware::new(e),
+            Err(e) => {
+                st.fail(&e.to_string());
+                return None;
+            }
+        };
+        let s = link.session.as_mut()?;
+        let mut tapped = JitterTap::new(Budgeted::new(&mut est, allowance));
+        let result = run_estimator(s, &mut tapped, deadline, stop, |pr| bytes = pr.probe_bytes);
+        let jitter = tapped.jitter();
+        let bounded = tapped.inner();
+        Some(Measured {
+            jitter,
+            result,
+            bytes,
+            cut: bounded.exhausted(),
+            cap: bounded.capacity(),
+            sent: bounded.probes_sent,
+            lost: bounded.probes_lost,
+            rtt: s.control_rtt(),
+        })
+    }
+
+    /// The default budget follows the path's capacity: derive it again when C moved. The
+    /// ceiling, a share of C, follows it too.
     fn follow_capacity(&self, sched: &mut Schedule, link: &mut Link) {
         let p = &self.st.sched;
+        if let (Some(c), Some(share)) = (link.capacity, ceiling_share(p)) {
+            sched.set_ceiling(Some(share * c / 8.0));
+            self.st.set_budget(sched.budget());
+        }
         let (Some(c), None) = (link.capacity, p.budget) else {
             return;
         };
+        if p.method == track::METHOD {
+            // Tracking spends what the ceiling allows: no budget below it.
+            sched.set_budget(u64::MAX);
+            self.st.set_budget(sched.budget());
+            return;
+        }
         if link
             .budget_for
             .is_some_and(|b| (c - b).abs() <= REDERIVE * b)
@@ -293,6 +385,6 @@ impl Driver {
         let b = budget::default_budget(&p.method, Some(c));
         link.budget_for = Some(c);
         sched.set_budget(b);
-        self.st.set_budget(b);
+        self.st.set_budget(sched.budget());
     }
 }

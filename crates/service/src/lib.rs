@@ -25,6 +25,7 @@ pub mod queries;
 pub mod record;
 pub mod schedule;
 pub mod service;
+pub mod track;
 pub mod transfer;
 pub mod watch;
 pub mod wren2;

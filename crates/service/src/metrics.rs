@@ -208,11 +208,28 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, RenderError> {
         "schedule_budget_exhausted",
         "1 while the schedule's last round gave no fresh estimate because its budget ran out",
     );
+    let load = gauge(
+        &mut reg,
+        "schedule_probe_load_share",
+        "Probe bytes of the trailing minute as a share of the path's capacity (0..1)",
+    );
+    let ceiling = gauge(
+        &mut reg,
+        "schedule_probe_load_ceiling",
+        "The schedule's ceiling on its probe load, as a share of capacity (0..1)",
+    );
     for p in hub.paths() {
         let l: Labels = vec![
             ("peer", p.sched.peer.to_string()),
             ("method", p.sched.method.clone()),
         ];
+        let v = p.view();
+        if let Some(share) = v.probe_load_share {
+            load.get_or_create(&l).set(share);
+        }
+        if let Some(c) = v.ceiling_share {
+            ceiling.get_or_create(&l).set(c);
+        }
         for (f, (_, v)) in sched.iter().zip(p.counters().pairs()) {
             f.get_or_create(&l).inc_by(v);
         }

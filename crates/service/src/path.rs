@@ -36,6 +36,10 @@ pub struct PathState {
     /// The budget in force: the configured one, or the default derived for the capacity.
     budget: AtomicU64,
     budget_exhausted: AtomicBool,
+    /// Probe bytes of the trailing minute, and the capacity (f64 bits; 0: unknown), as of
+    /// the last round: the probe load as a share of C.
+    load_bytes_per_min: AtomicU64,
+    capacity_bits: AtomicU64,
     pub(crate) wake: AtomicBool,
     pub(crate) stop: AtomicBool,
     /// A once query: the metric whose estimate ends it (its driver then stops).
@@ -64,6 +68,12 @@ pub struct ScheduleView {
     pub last_ns: Option<u64>,
     pub last_error: Option<String>,
     pub counters: CounterSnapshot,
+    /// The path's capacity as last measured (bit/s).
+    pub capacity_bps: Option<f64>,
+    /// Probe bytes sent in the trailing minute, as a share of the capacity.
+    pub probe_load_share: Option<f64>,
+    /// The ceiling on that share, if the schedule has one.
+    pub ceiling_share: Option<f64>,
 }
 
 impl PathState {
@@ -76,6 +86,8 @@ impl PathState {
             last_error: Mutex::new(None),
             budget: AtomicU64::new(budget),
             budget_exhausted: AtomicBool::new(false),
+            load_bytes_per_min: AtomicU64::new(0),
+            capacity_bits: AtomicU64::new(0),
             wake: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             once: None,
@@ -154,7 +166,34 @@ impl PathState {
             last_ns: (last > 0).then_some(last),
             last_error: self.last_error(),
             counters: self.counters(),
+            capacity_bps: self.capacity_bps(),
+            probe_load_share: self.load_share(),
+            ceiling_share: self
+                .sched
+                .ceiling
+                .or((self.sched.method == crate::track::METHOD)
+                    .then_some(crate::config::DEFAULT_CEILING)),
         }
+    }
+
+    /// After a round: the trailing minute's probe bytes and the capacity.
+    pub(crate) fn set_load(&self, bytes_per_min: u64, capacity_bps: Option<f64>) {
+        self.load_bytes_per_min
+            .store(bytes_per_min, Ordering::Relaxed);
+        if let Some(c) = capacity_bps.filter(|c| c.is_finite() && *c > 0.0) {
+            self.capacity_bits.store(c.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    pub fn capacity_bps(&self) -> Option<f64> {
+        let b = self.capacity_bits.load(Ordering::Relaxed);
+        (b != 0).then(|| f64::from_bits(b))
+    }
+
+    /// Probe load of the trailing minute as a share of the capacity (`None` until C is known).
+    pub fn load_share(&self) -> Option<f64> {
+        let bytes = self.load_bytes_per_min.load(Ordering::Relaxed);
+        self.capacity_bps().map(|c| bytes as f64 * 8.0 / 60.0 / c)
     }
 
     /// Count an error and say it on stderr — once, until a different one comes, so a peer that
@@ -203,6 +242,7 @@ mod tests {
             method: "chirp".into(),
             every: Duration::from_secs(10),
             budget,
+            ceiling: None,
         };
         PathState::new(sched, budget.unwrap_or(3_000_000))
     }

@@ -46,6 +46,8 @@ pub struct Schedule {
     failures: u32,
     woken: bool,
     budget_cut: Option<BudgetCut>,
+    /// Probe bytes a second the path may carry on average (ceiling × capacity), once known.
+    ceiling_bytes_per_s: Option<f64>,
 }
 
 impl Schedule {
@@ -60,6 +62,35 @@ impl Schedule {
             failures: 0,
             woken: false,
             budget_cut: None,
+            ceiling_bytes_per_s: None,
+        }
+    }
+
+    /// Hold the probe load at or below `bytes_per_s` (ceiling × capacity; `None`: no ceiling):
+    /// the minute's budget is capped at a minute of it, and after each round the next waits
+    /// until the round's bytes are paid for at that rate (so over any run of whole rounds the
+    /// load never exceeds it, whatever `every` says; a "measure now" waits too).
+    pub fn set_ceiling(&mut self, bytes_per_s: Option<f64>) {
+        self.ceiling_bytes_per_s = bytes_per_s.filter(|r| r.is_finite() && *r > 0.0);
+    }
+
+    pub fn ceiling_bytes_per_s(&self) -> Option<f64> {
+        self.ceiling_bytes_per_s
+    }
+
+    /// The budget in force: the configured or derived one, capped by a minute at the ceiling.
+    fn minute_budget(&self) -> u64 {
+        match self.ceiling_bytes_per_s {
+            Some(r) => self.budget.min((r * 60.0) as u64),
+            None => self.budget,
+        }
+    }
+
+    /// After a round that sent `bytes`: no next round before they are paid for at the ceiling.
+    fn pay_back(&mut self, bytes: u64) {
+        if let Some(r) = self.ceiling_bytes_per_s {
+            let pay = (bytes as f64 / r * 1e9).ceil() as u64;
+            self.next_ns = self.next_ns.max(self.round_ns.saturating_add(pay));
         }
     }
 
@@ -69,7 +100,7 @@ impl Schedule {
     }
 
     pub fn budget(&self) -> u64 {
-        self.budget
+        self.minute_budget()
     }
 
     /// Measure at the next poll instead of at the scheduled time (the budget still holds).
@@ -84,7 +115,7 @@ impl Schedule {
 
     /// What to do at `now_ns`: `None` until due.
     pub fn poll(&mut self, now_ns: u64) -> Option<Action> {
-        if now_ns < self.next_ns && !self.woken {
+        if now_ns < self.next_ns && (!self.woken || self.ceiling_bytes_per_s.is_some()) {
             return None;
         }
         self.woken = false;
@@ -92,12 +123,13 @@ impl Schedule {
         // The next round is timed from this one's start, as a steady rhythm.
         self.next_ns = now_ns.saturating_add(self.every_ns);
         let used = self.used(now_ns);
-        if used >= self.budget {
+        let budget = self.minute_budget();
+        if used >= budget {
             self.budget_cut = Some(BudgetCut::Skipped);
             return Some(Action::Skip);
         }
         Some(Action::Measure {
-            allowance: self.budget - used,
+            allowance: budget - used,
         })
     }
 
@@ -116,6 +148,7 @@ impl Schedule {
     /// A measurement ended at `now_ns` having sent `bytes`; `cut` if the budget stopped it.
     pub fn handle_measured(&mut self, now_ns: u64, bytes: u64, cut: bool) {
         self.record_spend(now_ns, bytes);
+        self.pay_back(bytes);
         self.failures = 0;
         self.budget_cut = cut.then_some(BudgetCut::Cut);
     }
@@ -130,6 +163,7 @@ impl Schedule {
         let wait = self.every_ns.saturating_mul(1 << shift).min(cap);
         // From the round's start, like a success: the first failure keeps the rhythm.
         self.next_ns = self.round_ns.saturating_add(wait);
+        self.pay_back(bytes);
     }
 
     /// Whether the last round's estimate is missing because of the budget.
@@ -266,5 +300,49 @@ mod tests {
         }
         assert!(s.spent.len() <= SPENT_CAP);
         assert_eq!(s.used(5000), 10_000);
+    }
+
+    /// The ceiling holds whatever the period and the rounds' sizes: rounds of random size,
+    /// due every 100 ms, woken often; at every round's start the bytes of all earlier rounds
+    /// are within ceiling × the time since the first (exact), and the minute's budget is a
+    /// minute of the ceiling.
+    #[test]
+    fn ceiling_is_never_exceeded() {
+        let rate = 25_000.0; // 2% of 10 Mbit/s, in bytes a second
+        let mut s = Schedule::new(0, S / 10, 10_000_000);
+        s.set_ceiling(Some(rate));
+        assert_eq!(s.budget(), 1_500_000);
+        let (mut t, mut total, mut rounds) = (0u64, 0u64, 0);
+        let mut x = 12345u64;
+        while t < 600 * S {
+            if rounds % 3 == 0 {
+                s.handle_wake();
+            }
+            match s.poll(t) {
+                Some(Action::Measure { allowance }) => {
+                    assert!(
+                        total as f64 <= rate * t as f64 / 1e9 + 1.0,
+                        "{total} B by {t}"
+                    );
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let bytes = (x % 200_000).min(allowance);
+                    total += bytes;
+                    rounds += 1;
+                    s.handle_measured(t + S / 20, bytes, false);
+                }
+                Some(Action::Skip) => {}
+                None => {}
+            }
+            t += S / 100;
+        }
+        let load = total as f64 / 600.0;
+        assert!(
+            rounds > 100 && load <= rate && load > 0.8 * rate,
+            "{rounds} rounds, {load} B/s"
+        );
+        s.set_ceiling(None);
+        assert_eq!(s.budget(), 10_000_000);
     }
 }

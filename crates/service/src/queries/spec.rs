@@ -245,6 +245,8 @@ impl QuerySpec {
             method: self.method.clone(),
             every: self.every(),
             budget: Some(self.budget_bytes_per_min),
+            // A query's own budget bounds it; the tracking ceiling is for scheduled paths.
+            ceiling: None,
         }
     }
 

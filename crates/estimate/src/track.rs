@@ -1,0 +1,958 @@
+//! `track`: keep a path's estimate fresh by testing whether it still holds, instead of searching
+//! again from scratch (issue 13).
+//!
+//! 1. **Acquire**: no estimate yet, so one full `auto` search (capacity, chirps, lean SLoPS).
+//! 2. **Hold**: each check sends one short constant-rate stream at A − m and one at A + m
+//!    (m = `margin` × C), shaped like `auto`'s SLoPS streams (long enough that m above A builds
+//!    two MTU service times of queue). Expected: flat below, rising above. A stream that says
+//!    otherwise is sent once more at the same rate; only if the repeat agrees is it evidence of
+//!    change (one stream is the trend test's coin toss near A; two in a row rarely are).
+//! 3. **Search**: on evidence of change, a lean SLoPS search (fleets of 3) over the side of the
+//!    old value the evidence points to — [0, A − m] if A fell, [A + m, C] if it rose — then back
+//!    to holding the new value.
+//!
+//! Why this form and not BART's Kalman filter (Ekelin et al. 2006): BART's strain model needs
+//! streams *above* A on every sample (it reads the slope of the strain above the knee), so it
+//! keeps the path slightly overloaded; a two-sided hold check sends one stream above A and one
+//! below, reuses the trend tests every other estimator here is tested with, and gives a bracket
+//! with a plain meaning ("A is within ± m") rather than a filtered value whose noise model
+//! has to be tuned per path. Drift within ± m goes unseen by design: m is the resolution.
+//!
+//! **Cost.** The work is cut into rounds: a check, or a check that found a change plus the
+//! search that follows. Each round ends with a final estimate. In continuous mode the tracker
+//! starts the next round on its own, after idling long enough that the round's bytes, spread
+//! over round and idle time, stay within `ceiling` × C (a token rule: the load over any whole
+//! number of rounds never exceeds the ceiling). In round mode (the service) the caller starts
+//! rounds ([`Tracker::begin_round`]) with a byte allowance; a train the allowance cannot pay
+//! for is kept and sent first in the next round, so the state machine never loses a train.
+
+use crate::auto::{Auto, AutoParams};
+use crate::slops::{Pace, Slops, SlopsParams};
+use crate::trend::{stream_trend, Trend, TrendParams};
+use crate::{Estimate, Estimator, Quality, TrainResult, TrainSpec, WIRE_OVERHEAD};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TrackParams {
+    /// Known capacity (bit/s): the acquiring search skips its capacity step.
+    pub capacity_bps: Option<f64>,
+    /// Half-width of the held bracket, as a fraction of C: checks at A ∓ margin × C.
+    pub margin: f64,
+    /// Probes per check stream (and per search stream).
+    pub stream_len: usize,
+    /// A check stream builds at least this much queue (ns) when sent `margin` above A ...
+    pub detect_ns: f64,
+    /// ... and at least this many MTU service times at C (one cross packet adds one at once).
+    pub detect_mtus: f64,
+    pub min_gap_ns: u64,
+    /// Streams in a row at one check rate that must contradict the held value before it is
+    /// taken as changed (the first one and its repeats).
+    pub confirm: u32,
+    /// Unconfirmed contradictions move the held value this fraction of the margin their way.
+    pub nudge: f64,
+    /// Streams per fleet of the search after a change.
+    pub search_fleet: usize,
+    /// The search's final range width, as a fraction of C.
+    pub resolution: f64,
+    /// Share of C the probes may use, averaged over rounds (continuous mode's pacing).
+    pub ceiling: f64,
+    /// Least time between the end of a round and the start of the next (continuous mode).
+    pub min_interval_ns: u64,
+    /// Start rounds by itself (`mgrp estimate --continuous`, the fluid tests); otherwise the
+    /// caller starts each ([`Tracker::begin_round`]).
+    pub continuous: bool,
+}
+
+impl Default for TrackParams {
+    fn default() -> Self {
+        TrackParams {
+            capacity_bps: None,
+            margin: 0.05,
+            stream_len: 50,
+            detect_ns: 500_000.0,
+            detect_mtus: 2.0,
+            min_gap_ns: 100_000,
+            confirm: 3,
+            nudge: 0.25,
+            search_fleet: 3,
+            resolution: 0.03,
+            ceiling: 0.02,
+            min_interval_ns: 100_000_000,
+            continuous: true,
+        }
+    }
+}
+
+/// Why tracking parameters were refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TrackError {
+    #[error("ceiling must be above 0% and at most 100% of capacity, not {0}")]
+    Ceiling(f64),
+    #[error("margin must be above 0 and below 0.5 of capacity, not {0}")]
+    Margin(f64),
+    #[error("confirm needs 1..=10 streams in a row, not {0}")]
+    Confirm(u32),
+    #[error("streams need 10..=1000 probes, not {0}")]
+    StreamLen(usize),
+}
+
+impl TrackParams {
+    pub fn validate(&self) -> Result<(), TrackError> {
+        if !(self.ceiling.is_finite() && self.ceiling > 0.0 && self.ceiling <= 1.0) {
+            return Err(TrackError::Ceiling(self.ceiling));
+        }
+        if !(self.margin.is_finite() && self.margin > 0.0 && self.margin < 0.5) {
+            return Err(TrackError::Margin(self.margin));
+        }
+        if self.confirm == 0 || self.confirm > 10 {
+            return Err(TrackError::Confirm(self.confirm));
+        }
+        if !(10..=1000).contains(&self.stream_len) {
+            return Err(TrackError::StreamLen(self.stream_len));
+        }
+        Ok(())
+    }
+}
+
+/// Which way a held value was contradicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Side {
+    /// The stream at A − m rose: A fell.
+    Below,
+    /// The stream at A + m stayed flat: A rose.
+    Above,
+}
+
+/// A hold check in progress.
+#[derive(Debug, Clone, Default)]
+struct Check {
+    /// Streams of this check still to send, in order.
+    todo: Vec<Side>,
+    /// The stream in flight.
+    sent: Option<Side>,
+    /// Streams in a row that contradicted the held value on the side at the head of `todo`.
+    streak: u32,
+    /// A stream contradicted but its repeat did not: noise.
+    noisy: bool,
+    /// Sides that contradicted without being confirmed: the held value is nudged towards them.
+    lean: Vec<Side>,
+    /// Streams whose trend test could not decide.
+    unknown: u32,
+}
+
+enum Phase {
+    Acquire(Box<Auto>),
+    Hold(Check),
+    Search(Box<Slops>),
+}
+
+/// What the tracker has done so far, for reports and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct TrackStats {
+    pub rounds: u32,
+    pub checks: u32,
+    /// Checks that found a change (and started a search).
+    pub changes: u32,
+    /// Contradicting streams whose repeat did not agree.
+    pub noise: u32,
+    pub probe_bytes: u64,
+}
+
+pub struct Tracker {
+    p: TrackParams,
+    phase: Phase,
+    capacity: Option<Estimate>,
+    /// The last concluded estimate: the value being held.
+    held: Option<Estimate>,
+    /// A train polled from the inner estimator that the allowance could not pay for.
+    pending: Option<TrainSpec>,
+    round_open: bool,
+    round_start: u64,
+    round_bytes: u64,
+    round_trains: u32,
+    allowance: Option<u64>,
+    cut: bool,
+    next_round_at: u64,
+    last: u64,
+    stats: TrackStats,
+}
+
+impl Tracker {
+    pub fn new(p: TrackParams) -> Result<Tracker, TrackError> {
+        p.validate()?;
+        let auto = Auto::new(AutoParams {
+            capacity_bps: p.capacity_bps,
+            ..AutoParams::default()
+        });
+        Ok(Tracker {
+            p,
+            phase: Phase::Acquire(Box::new(auto)),
+            capacity: None,
+            held: None,
+            pending: None,
+            round_open: false,
+            round_start: 0,
+            round_bytes: 0,
+            round_trains: 0,
+            allowance: None,
+            cut: false,
+            next_round_at: 0,
+            last: 0,
+            stats: TrackStats::default(),
+        })
+    }
+
+    pub fn params(&self) -> &TrackParams {
+        &self.p
+    }
+
+    pub fn stats(&self) -> TrackStats {
+        self.stats
+    }
+
+    /// The value being held (the last concluded estimate).
+    pub fn held(&self) -> Option<&Estimate> {
+        self.held.as_ref()
+    }
+
+    /// The path capacity in use: given, or measured by the acquiring search.
+    pub fn capacity_bps(&self) -> Option<f64> {
+        self.p
+            .capacity_bps
+            .or(self.capacity.as_ref().map(|e| e.value_bps))
+    }
+
+    /// Start a round at `now_ns` that may send at most `allowance` probe bytes (`None`: no
+    /// limit). Round mode's way in; a round already open is left as it is.
+    pub fn begin_round(&mut self, now_ns: u64, allowance: Option<u64>) {
+        if self.round_open {
+            self.allowance = allowance;
+            return;
+        }
+        self.round_open = true;
+        self.round_start = now_ns;
+        self.round_bytes = 0;
+        self.round_trains = 0;
+        self.allowance = allowance;
+        self.cut = false;
+        self.stats.rounds += 1;
+        // A check cut short by the allowance goes on where it stopped (its stream is pending).
+        if matches!(self.phase, Phase::Hold(_)) && self.pending.is_none() {
+            self.phase = Phase::Hold(self.new_check());
+        }
+    }
+
+    /// When the ceiling lets the next round start (set as each round ends).
+    pub fn next_round_at(&self) -> u64 {
+        self.next_round_at
+    }
+
+    /// The round stopped before a train its allowance could not pay for.
+    pub fn round_cut(&self) -> bool {
+        self.cut
+    }
+
+    /// A round is under way.
+    pub fn in_round(&self) -> bool {
+        self.round_open
+    }
+
+    /// The bracket half-width m in bit/s.
+    fn margin_bps(&self) -> f64 {
+        self.p.margin * self.capacity_bps().unwrap_or(0.0)
+    }
+
+    fn new_check(&mut self) -> Check {
+        self.stats.checks += 1;
+        Check {
+            todo: vec![Side::Below, Side::Above],
+            ..Check::default()
+        }
+    }
+
+    /// The rate of the check stream on `side` of the held value, if it lies inside (0, C).
+    fn check_rate(&self, side: Side) -> Option<f64> {
+        let a = self.held.as_ref()?.value_bps;
+        let c = self.capacity_bps()?;
+        let r = match side {
+            Side::Below => a - self.margin_bps(),
+            Side::Above => a + self.margin_bps(),
+        };
+        (r > 0.0 && r < c).then_some(r)
+    }
+
+    /// A stream at `rate` built as `auto`'s SLoPS streams are: long enough that a rate m above
+    /// A builds the detectable queue; gap ≥ `min_gap_ns`; the size makes up the rate.
+    fn stream(&self, rate: f64) -> TrainSpec {
+        let c = self.capacity_bps().unwrap_or(rate);
+        let detect = self
+            .p
+            .detect_ns
+            .max(self.p.detect_mtus * 1514.0 * 8.0 / c * 1e9);
+        let duration_ns = detect / self.p.margin;
+        let gap_ns = (duration_ns / (self.p.stream_len - 1) as f64).max(self.p.min_gap_ns as f64);
+        let size = (rate * gap_ns / 8e9 - WIRE_OVERHEAD as f64)
+            .round()
+            .clamp(200.0, 1472.0) as u16;
+        TrainSpec::constant_rate(self.p.stream_len, size, rate)
+    }
+
+    fn search(&self, side: Side) -> Slops {
+        let c = self.capacity_bps().unwrap_or(0.0);
+        let a = self.held.as_ref().map_or(c / 2.0, |e| e.value_bps);
+        let m = self.margin_bps();
+        let (lo, hi) = match side {
+            Side::Below => (0.0, (a - m).max(m)),
+            Side::Above => ((a + m).min(c - m), c),
+        };
+        let w = self.p.resolution * c;
+        Slops::new(SlopsParams {
+            fleet: self.p.search_fleet,
+            stream_len: self.p.stream_len,
+            min_rate: lo,
+            max_rate: hi,
+            resolution_bps: w,
+            grey_bps: w,
+            detect_ns: Some(
+                self.p
+                    .detect_ns
+                    .max(self.p.detect_mtus * 1514.0 * 8.0 / c * 1e9),
+            ),
+            min_gap_ns: self.p.min_gap_ns,
+            fraction: 0.7,
+            verify_bps: None,
+            max_fleets: 12,
+            ..SlopsParams::for_capacity(c, Pace::Fast)
+        })
+    }
+
+    /// The next stream of the hold check, or `None` when the check is over.
+    fn next_check_stream(&mut self) -> Option<TrainSpec> {
+        loop {
+            let Phase::Hold(c) = &self.phase else {
+                return None;
+            };
+            if c.sent.is_some() || c.todo.is_empty() {
+                return None;
+            }
+            let side = c.todo[0];
+            let rate = self.check_rate(side);
+            let Phase::Hold(c) = &mut self.phase else {
+                return None;
+            };
+            c.todo.remove(0);
+            if let Some(r) = rate {
+                c.sent = Some(side);
+                return Some(self.stream(r));
+            }
+        }
+    }
+
+    /// A check stream came back: judge it against what holding A predicts.
+    fn handle_check(&mut self, obs: &TrainResult) {
+        let Phase::Hold(c) = &mut self.phase else {
+            return;
+        };
+        let Some(side) = c.sent.take() else {
+            return;
+        };
+        let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
+        let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
+        let trend = stream_trend(&owd, sent, &TrendParams::default());
+        let contradicts = match (side, trend) {
+            (_, Trend::Unknown) => {
+                c.unknown += 1;
+                false
+            }
+            (Side::Below, t) => t == Trend::Increasing,
+            (Side::Above, t) => t == Trend::NotIncreasing,
+        };
+        if !contradicts {
+            if c.streak > 0 {
+                c.noisy = true;
+                c.lean.push(side);
+                self.stats.noise += 1;
+            }
+            c.streak = 0;
+            return;
+        }
+        c.streak += 1;
+        if c.streak < self.p.confirm {
+            // Ask again at the same rate before believing it.
+            c.todo.insert(0, side);
+            return;
+        }
+        // Several streams in a row say A moved past this side: search there.
+        self.stats.changes += 1;
+        let s = self.search(side);
+        self.phase = Phase::Search(Box::new(s));
+    }
+
+    /// The current phase's estimator, when it has one.
+    fn inner(&mut self) -> Option<&mut dyn Estimator> {
+        match &mut self.phase {
+            Phase::Acquire(a) => Some(a.as_mut()),
+            Phase::Search(s) => Some(s.as_mut()),
+            Phase::Hold(_) => None,
+        }
+    }
+
+    /// The phase finished: move on, and close the round if it gave an estimate.
+    fn advance(&mut self, now_ns: u64) {
+        let concluded = match &mut self.phase {
+            Phase::Acquire(a) if a.is_done() => {
+                if self.capacity.is_none() {
+                    self.capacity = a.capacity();
+                }
+                let e = a.estimate().filter(|e| e.final_);
+                if let Some(e) = e {
+                    self.held = Some(e);
+                }
+                true
+            }
+            Phase::Search(s) if s.is_done() => {
+                if let Some(e) = s.estimate() {
+                    self.held = Some(e);
+                }
+                true
+            }
+            Phase::Hold(c) => c.sent.is_none() && c.todo.is_empty(),
+            _ => false,
+        };
+        if !concluded {
+            return;
+        }
+        let confidence = match &self.phase {
+            Phase::Hold(c) => {
+                let mut k: f64 = 1.0;
+                if c.noisy {
+                    k *= 0.5;
+                }
+                k * 0.8f64.powi(c.unknown as i32)
+            }
+            _ => self.held.as_ref().map_or(0.0, |e| e.quality.confidence),
+        };
+        let step = self.p.nudge * self.margin_bps();
+        if let (Phase::Hold(c), Some(h)) = (&self.phase, &mut self.held) {
+            // Unconfirmed contradictions still say which side of A the truth more likely lies
+            // on: a small step that way re-centres a value held slightly off.
+            for side in &c.lean {
+                h.value_bps += match side {
+                    Side::Below => -step,
+                    Side::Above => step,
+                };
+            }
+        }
+        let method = match &self.phase {
+            Phase::Acquire(_) => "track:acquire",
+            Phase::Search(..) => "track:search",
+            Phase::Hold(_) => "track:hold",
+        };
+        if self.held.is_some() && self.capacity_bps().is_some() {
+            let hold = Phase::Hold(Check::default());
+            self.phase = hold;
+        } else {
+            // Nothing came back: acquire again next round.
+            self.phase = Phase::Acquire(Box::new(Auto::new(AutoParams {
+                capacity_bps: self.capacity_bps(),
+                ..AutoParams::default()
+            })));
+        }
+        let m = self.margin_bps();
+        let c = self.capacity_bps().unwrap_or(f64::INFINITY);
+        let elapsed = now_ns.saturating_sub(self.round_start) as f64 / 1e9;
+        let (bytes, trains) = (self.round_bytes, self.round_trains);
+        if let Some(h) = &mut self.held {
+            let searched = method != "track:hold";
+            h.low_bps = if searched {
+                h.low_bps.min(h.value_bps - m)
+            } else {
+                h.value_bps - m
+            }
+            .max(0.0);
+            h.high_bps = if searched {
+                h.high_bps.max(h.value_bps + m)
+            } else {
+                h.value_bps + m
+            }
+            .min(c);
+            h.final_ = true;
+            h.quality = Quality {
+                method,
+                elapsed_s: elapsed,
+                probe_bytes: bytes,
+                trains,
+                confidence,
+            };
+        }
+        self.close_round(now_ns, method == "track:acquire");
+    }
+
+    /// End the round; the next may start once its bytes are paid for at the ceiling. The
+    /// acquiring search is not paid back: it is the one-off cost of having a value at all
+    /// (reported in its estimate's quality), and waiting it off would leave the path
+    /// unwatched for tens of seconds right after it (0.9 MB at 2% of 20 Mbit/s: 18 s).
+    fn close_round(&mut self, now_ns: u64, acquired: bool) {
+        self.round_open = false;
+        let idle = match self.capacity_bps() {
+            Some(_) if acquired => self.p.min_interval_ns,
+            Some(c) => {
+                let pay_ns = self.round_bytes as f64 * 8.0 / (self.p.ceiling * c) * 1e9;
+                let took = now_ns.saturating_sub(self.round_start) as f64;
+                ((pay_ns - took).max(0.0).ceil() as u64).max(self.p.min_interval_ns)
+            }
+            None => self.p.min_interval_ns,
+        };
+        self.next_round_at = now_ns.saturating_add(idle);
+    }
+}
+
+impl Estimator for Tracker {
+    fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
+        if !self.round_open {
+            if !self.p.continuous || now_ns < self.next_round_at {
+                return None;
+            }
+            self.begin_round(now_ns, None);
+        }
+        let t = match self.pending.take() {
+            Some(t) => Some(t),
+            None => match self.inner() {
+                Some(e) => e.poll_train(now_ns),
+                None => {
+                    let t = self.next_check_stream();
+                    if t.is_none() {
+                        // A check with nothing to send (both rates outside (0, C)) is over.
+                        self.advance(now_ns);
+                    }
+                    t
+                }
+            },
+        }?;
+        if self.allowance.is_some_and(|a| t.bytes() > a) {
+            // Kept for the next round: the inner state machine already counts it as sent.
+            self.pending = Some(t);
+            self.cut = true;
+            self.round_open = false;
+            self.close_round(now_ns, false);
+            return None;
+        }
+        if let Some(a) = &mut self.allowance {
+            *a -= t.bytes();
+        }
+        self.round_bytes += t.bytes();
+        self.round_trains += 1;
+        self.stats.probe_bytes += t.bytes();
+        Some(t)
+    }
+
+    fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
+        self.last = now_ns;
+        match self.inner() {
+            Some(e) => e.handle_train(now_ns, obs),
+            None => self.handle_check(obs),
+        }
+        if self.round_open {
+            self.advance(now_ns);
+        }
+    }
+
+    fn estimate(&self) -> Option<Estimate> {
+        let running = match &self.phase {
+            Phase::Acquire(a) if self.round_open => a.estimate(),
+            Phase::Search(s) if self.round_open => s.estimate().map(|mut e| {
+                e.quality.method = "track:search";
+                e
+            }),
+            _ => None,
+        };
+        match running {
+            Some(mut e) => {
+                e.final_ = false;
+                Some(e)
+            }
+            None => self.held.clone(),
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        !self.p.continuous && !self.round_open
+    }
+
+    fn next_wakeup(&self) -> Option<u64> {
+        if self.round_open {
+            return match &self.phase {
+                Phase::Acquire(a) => a.next_wakeup(),
+                Phase::Search(s) => s.next_wakeup(),
+                Phase::Hold(_) => Some(self.last),
+            };
+        }
+        self.p.continuous.then_some(self.next_round_at)
+    }
+
+    fn capacity(&self) -> Option<Estimate> {
+        self.capacity.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fluid::{drive, FluidPath};
+    use mgrp_traffic::CrossPattern;
+
+    const S: u64 = 1_000_000_000;
+
+    fn path(c: f64, cross: &str, seed: u64) -> FluidPath {
+        let cross = CrossPattern::parse(&format!("{cross},seed={seed}")).unwrap();
+        // A 100-packet buffer and 10 ms each way, as the other estimators' tests use.
+        FluidPath::new(c, 100.0 * 1514.0, 10_000_000, Some(cross)).unwrap()
+    }
+
+    /// Held estimates (time, estimate, truth over the second before it) after `t0`.
+    struct Run {
+        held: Vec<(u64, Estimate, f64)>,
+        stats: TrackStats,
+        /// Bytes of the acquiring round (one full `auto` search).
+        acquire_bytes: u64,
+        /// Bytes sent after acquisition, and over how long.
+        track_bytes: u64,
+        track_ns: u64,
+    }
+
+    fn run(c: f64, cross: &str, seed: u64, horizon_s: u64) -> Run {
+        let mut p = path(c, cross, seed);
+        p.idle_until(S / 2);
+        let mut t = Tracker::new(TrackParams {
+            capacity_bps: Some(c),
+            ..TrackParams::default()
+        })
+        .unwrap();
+        let out = drive(&mut t, &mut p, horizon_s * S);
+        let finals: Vec<(u64, Estimate)> = out.into_iter().filter(|(_, e)| e.final_).collect();
+        let (t_acq, acq) = finals[0].clone();
+        assert_eq!(acq.quality.method, "track:acquire");
+        let held = finals
+            .iter()
+            .skip(1)
+            .map(|(at, e)| (*at, e.clone(), p.avail_bps(at.saturating_sub(S), *at)))
+            .collect();
+        let stats = t.stats();
+        Run {
+            held,
+            stats,
+            acquire_bytes: acq.quality.probe_bytes,
+            track_bytes: stats.probe_bytes - acq.quality.probe_bytes,
+            track_ns: p.now_ns() - t_acq,
+        }
+    }
+
+    fn rel(e: &Estimate, truth: f64, c: f64) -> f64 {
+        (e.value_bps - truth).abs() / truth.max(0.05 * c)
+    }
+
+    /// A steady path stays held: over 3 seeds of four cells (CBR and Poisson at 20 and
+    /// 100 Mbit/s), 80 s each, seeds pooled. CBR and Poisson at 20 Mbit/s meet the issue's
+    /// targets (median ≤ 5%, p90 ≤ 20%; measured medians 0.001–0.02, p90 ≤ 0.05, worst 0.08)
+    /// and never walk off (≤ 35%). Poisson of 1000-byte packets at half of 100 Mbit/s does
+    /// not: its 5 ms check streams see queue swings as large as the margin, noise starts
+    /// searches (2–7 per 80 s) and a search can land far off. Over 8 seeds its median was
+    /// 0.026–0.085 per seed, p90 0.09–0.31, worst 0.68; held here to what 3 seeds measured
+    /// (median 0.056, p90 0.19, worst 0.68) plus margin so that a regression shows, not as a
+    /// target met. A round costs at most a quarter of the acquiring `auto` search (measured
+    /// 0.09 on CBR, ≤ 0.2 on the noisy cell), and the load after acquisition stays within the
+    /// 2% ceiling (measured 0.015–0.0201, the last round's pay-back cut by the horizon).
+    #[test]
+    fn holds_a_steady_path_within_resolution_at_a_fraction_of_the_bytes() {
+        for (c, cross, (max_med, max_p90, max_worst)) in [
+            (20e6, "cbr:10mbit,size=500", (0.05, 0.20, 0.35)),
+            (20e6, "poisson:5mbit,size=300", (0.05, 0.20, 0.35)),
+            (100e6, "cbr:25mbit,size=500", (0.05, 0.20, 0.35)),
+            (100e6, "poisson:50mbit,size=1000", (0.07, 0.25, 0.8)),
+        ] {
+            let mut errs = Vec::new();
+            for seed in 1..=3 {
+                let r = run(c, cross, seed, 80);
+                errs.extend(r.held.iter().map(|(_, e, t)| rel(e, *t, c)));
+                assert!(
+                    r.held.len() >= 10,
+                    "{cross} s{seed}: only {} held",
+                    r.held.len()
+                );
+                let per_round = r.track_bytes as f64 / (r.stats.rounds - 1) as f64;
+                assert!(
+                    per_round <= 0.25 * r.acquire_bytes as f64,
+                    "{cross} s{seed}: {per_round} B a round vs {} B a search",
+                    r.acquire_bytes
+                );
+                // The last round's pay-back falls past the horizon: ≤ 5% of the ceiling over
+                // 80 s (the exact invariant is `never_exceeds_the_ceiling`'s).
+                let load = r.track_bytes as f64 * 8.0 / (r.track_ns as f64 / 1e9) / c;
+                assert!(load <= 0.021, "{cross} s{seed}: load {load}");
+            }
+            errs.sort_by(f64::total_cmp);
+            let n = errs.len();
+            let (med, p90) = (errs[n / 2], errs[n * 9 / 10]);
+            eprintln!(
+                "{c} {cross}: median {med:.3} p90 {p90:.3} max {:.3}",
+                errs[n - 1]
+            );
+            assert!(
+                med <= max_med && p90 <= max_p90,
+                "{c} {cross}: median {med} p90 {p90}"
+            );
+            // No wild walk: noise starts searches, but none lands far off.
+            assert!(
+                errs[n - 1] <= max_worst,
+                "{c} {cross}: worst {}",
+                errs[n - 1]
+            );
+        }
+    }
+
+    /// After each step of a STEP pattern (every `every_s`, from t = 0): seconds and rounds until
+    /// the first held estimate within 10% of the new truth (`None`: not within the step).
+    fn follow(
+        c: f64,
+        cross: &str,
+        every_s: u64,
+        seed: u64,
+        horizon_s: u64,
+    ) -> Vec<Option<(f64, usize)>> {
+        let r = run(c, cross, seed, horizon_s);
+        let mut out = Vec::new();
+        let mut k = 1;
+        while (k + 1) * every_s <= horizon_s {
+            let (from, to) = (k * every_s * S, (k + 1) * every_s * S);
+            let truth = path(c, cross, seed).avail_bps(from + S / 10, to);
+            let after: Vec<&(u64, Estimate, f64)> = r
+                .held
+                .iter()
+                .filter(|(t, _, _)| *t > from && *t < to)
+                .collect();
+            out.push(
+                after
+                    .iter()
+                    .position(|(_, e, _)| rel(e, truth, c) <= 0.10)
+                    .map(|i| ((after[i].0 - from) as f64 / 1e9, i + 1)),
+            );
+            k += 1;
+        }
+        out
+    }
+
+    /// A ±20–33% step in A (STEP cross traffic every 20 s) is followed to within 10% by the
+    /// first or second held estimate after it. How long that takes is set by the check rate
+    /// the ceiling allows (a check's bytes paid back at 2% of C before the next) plus the
+    /// search: measured 0.85–3.8 s at 20 Mbit/s with A near 0.7 C (checks of ~100 kB, one
+    /// every ~2 s), 1.4–2.1 s with A near 0.5 C, 0.5–1.4 s at 100 Mbit/s; held to 8, 3 and
+    /// 2 s (the step's phase against the check cycle moves these by up to one check interval).
+    #[test]
+    #[ignore]
+    fn study_steps() {
+        for (c, cross) in [
+            (20e6, "step:5mbit,8mbit,every=20s,size=500"),
+            (20e6, "step:12mbit,9mbit,every=20s,size=300"),
+            (100e6, "step:40mbit,55mbit,every=20s,size=1000"),
+        ] {
+            eprintln!("{c:e} {cross}: {:?}", follow(c, cross, 20, 1, 120));
+        }
+        for seed in 1..=8 {
+            let r = run(100e6, "poisson:50mbit,size=1000", seed, 80);
+            let mut e: Vec<f64> = r.held.iter().map(|(_, e, t)| rel(e, *t, 100e6)).collect();
+            e.sort_by(f64::total_cmp);
+            let n = e.len();
+            eprintln!(
+                "s{seed}: median {:.3} p90 {:.3} max {:.3} {:?}",
+                e[n / 2],
+                e[n * 9 / 10],
+                e[n - 1],
+                r.stats
+            );
+        }
+    }
+
+    #[test]
+    fn follows_steps_within_a_bounded_number_of_rounds() {
+        for (c, cross, within_s) in [
+            (20e6, "step:5mbit,8mbit,every=20s,size=500", 8.0),
+            (20e6, "step:12mbit,9mbit,every=20s,size=300", 3.0),
+            (100e6, "step:40mbit,55mbit,every=20s,size=1000", 2.0),
+        ] {
+            for (k, f) in follow(c, cross, 20, 1, 120).into_iter().enumerate() {
+                let (t, rounds) = f.unwrap_or_else(|| panic!("{cross}: step {k} never followed"));
+                assert!(
+                    t <= within_s && rounds <= 2,
+                    "{cross}: step {k} took {t} s, {rounds} rounds"
+                );
+            }
+        }
+    }
+
+    /// Rounds' bytes (with their train times) as a driver would see them, at `ceiling`.
+    fn spends(c: f64, cross: &str, ceiling: f64, horizon_s: u64) -> Vec<(u64, u64)> {
+        let mut p = path(c, cross, 1);
+        let mut t = Tracker::new(TrackParams {
+            capacity_bps: Some(c),
+            ceiling,
+            ..TrackParams::default()
+        })
+        .unwrap();
+        let mut sent = Vec::new();
+        crate::fluid::drive_with(&mut t, &mut p, horizon_s * S, |spec, obs| {
+            sent.push((obs.start_mono_ns.0, spec.bytes()));
+        });
+        sent
+    }
+
+    /// The ceiling is never exceeded once the value is acquired: at the start of every round
+    /// (a train after ≥ 90 ms of silence), the bytes sent since the first round after the
+    /// acquiring search are at most ceiling × C × the time since (the token rule's invariant:
+    /// 1 B of tolerance for float rounding only), at 1%, 2% and 5%, on a noisy path where
+    /// searches happen; and the long-run load uses most of it.
+    #[test]
+    fn never_exceeds_the_ceiling() {
+        for ceiling in [0.01, 0.02, 0.05] {
+            for (c, cross) in [
+                (20e6, "poisson:5mbit,size=300"),
+                (100e6, "poisson:50mbit,size=1000"),
+            ] {
+                let mut sent = spends(c, cross, ceiling, 90);
+                // The acquiring search's trains follow each other within a round trip or two.
+                let first = sent
+                    .windows(2)
+                    .position(|w| w[1].0 > w[0].0 + 90_000_000)
+                    .unwrap();
+                sent.drain(..=first);
+                let t0 = sent[0].0;
+                let (mut total, mut last_end, mut rounds) = (0u64, 0, 0);
+                for (t, b) in &sent {
+                    if *t > last_end + 90_000_000 {
+                        rounds += 1;
+                        let allowed = ceiling * c / 8.0 * (*t - t0) as f64 / 1e9;
+                        assert!(
+                            total as f64 <= allowed + 1.0,
+                            "{ceiling} {cross}: {total} B > {allowed} B at {t}"
+                        );
+                    }
+                    total += b;
+                    last_end = *t;
+                }
+                let span = (sent.last().unwrap().0 - t0) as f64 / 1e9;
+                let load = total as f64 * 8.0 / span / c;
+                assert!(rounds >= 5, "{ceiling} {cross}: {rounds} rounds");
+                assert!(
+                    load <= ceiling * 1.3 && load >= ceiling * 0.5,
+                    "{ceiling} {cross}: load {load}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        for (p, msg) in [
+            (
+                TrackParams {
+                    ceiling: 0.0,
+                    ..TrackParams::default()
+                },
+                "ceiling",
+            ),
+            (
+                TrackParams {
+                    ceiling: -0.1,
+                    ..TrackParams::default()
+                },
+                "ceiling",
+            ),
+            (
+                TrackParams {
+                    ceiling: 1.5,
+                    ..TrackParams::default()
+                },
+                "ceiling",
+            ),
+            (
+                TrackParams {
+                    ceiling: f64::NAN,
+                    ..TrackParams::default()
+                },
+                "ceiling",
+            ),
+            (
+                TrackParams {
+                    margin: 0.0,
+                    ..TrackParams::default()
+                },
+                "margin",
+            ),
+            (
+                TrackParams {
+                    confirm: 0,
+                    ..TrackParams::default()
+                },
+                "confirm",
+            ),
+            (
+                TrackParams {
+                    stream_len: 3,
+                    ..TrackParams::default()
+                },
+                "streams",
+            ),
+        ] {
+            let e = Tracker::new(p).err().expect("refused").to_string();
+            assert!(e.contains(msg), "{e}");
+        }
+        assert!(Tracker::new(TrackParams {
+            ceiling: 1.0,
+            ..TrackParams::default()
+        })
+        .is_ok());
+    }
+
+    /// Round mode (the service's): a round ends with a final estimate and `is_done`; a train the
+    /// allowance cannot pay for ends the round cut and is the first one sent in the next.
+    #[test]
+    fn rounds_end_done_and_keep_a_train_the_allowance_refused() {
+        let c = 20e6;
+        let mut p = path(c, "cbr:10mbit,size=500", 1);
+        let mut t = Tracker::new(TrackParams {
+            capacity_bps: Some(c),
+            continuous: false,
+            ..TrackParams::default()
+        })
+        .unwrap();
+        assert!(
+            t.is_done() && t.poll_train(0).is_none(),
+            "no round, no train"
+        );
+        t.begin_round(p.now_ns(), None);
+        let out = drive(&mut t, &mut p, 30 * S);
+        assert!(t.is_done());
+        let e = out.last().unwrap().1.clone();
+        assert!(e.final_ && e.quality.method == "track:acquire", "{e:?}");
+        // A hold check with room for one stream only.
+        let now = p.now_ns() + S;
+        p.idle_until(now);
+        t.begin_round(now, Some(40_000));
+        let first = t.poll_train(now).expect("one stream fits");
+        assert!(first.bytes() <= 40_000);
+        let obs = p.send_train(now, &first);
+        t.handle_train(p.now_ns() + 20_000_000, &obs);
+        assert!(t.poll_train(p.now_ns() + 20_000_000).is_none());
+        assert!(t.round_cut() && t.is_done());
+        // The refused stream leads the next round, and the check then concludes.
+        let now = p.now_ns() + S;
+        t.begin_round(now, None);
+        let second = t.poll_train(now).unwrap();
+        assert!(second.bytes() > 40_000 - first.bytes());
+        let obs = p.send_train(now, &second);
+        t.handle_train(p.now_ns() + 20_000_000, &obs);
+        assert!(t.is_done() && !t.round_cut());
+        let e = t.estimate().unwrap();
+        assert_eq!(e.quality.method, "track:hold");
+        assert!(rel(&e, 10e6, c) <= 0.05, "{e:?}");
+    }
+}
