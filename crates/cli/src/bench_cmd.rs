@@ -42,6 +42,8 @@ pub enum BenchCmd {
     /// Two-sided Wren live (the peer agent's arrival records) against one-sided and offline
     /// two-sided, on chain3 with cross traffic on every link.
     Wren2(crate::wren2_bench::Wren2Bench),
+    /// MediaNet (examples/medianet): three adaptive streams under PEAKS cross traffic, passive vs mgrp estimates vs oracle.
+    Medianet(crate::medianet_bench::MedianetBench),
 }
 
 #[derive(Args)]
@@ -131,6 +133,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Inline(b) => crate::inline_bench::run(b),
         BenchCmd::Map(b) => crate::map_bench::run(b),
         BenchCmd::Wren2(b) => crate::wren2_bench::run(b),
+        BenchCmd::Medianet(b) => crate::medianet_bench::run(b),
     }
 }
 

@@ -28,6 +28,7 @@ mod testbed_cmd;
 mod topo_cmd;
 mod trace_cmd;
 mod wren2_bench;
+mod medianet_bench;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

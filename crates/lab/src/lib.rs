@@ -22,6 +22,7 @@ pub mod testbed_bench;
 pub mod testbed_run;
 pub mod topo_run;
 pub mod wren2_bench;
+pub mod medianet_bench;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
