@@ -13,7 +13,7 @@
 use crate::rig::agent_at_rcv_with;
 use crate::{ensure, Error, Hooks, Result};
 use mgrp_engine::auth::Key;
-use mgrp_medianet::agent::{follow, AgentCounts, AgentSource};
+use mgrp_medianet::agent::{follow, keep_measuring, AgentCounts, AgentSource};
 use mgrp_medianet::global::{GlobalConfig, Mode};
 use mgrp_medianet::receiver::Receiver;
 use mgrp_medianet::sender::{Estimate, Point, Sender, SenderConfig};
@@ -80,8 +80,9 @@ pub struct MedianetConfig {
     pub rider_ratio: f64,
     /// Receiver's playout delay: frames later than this after generation do not count.
     pub playout_ms: u64,
-    /// Period of the agent's schedule for the active configurations (back to back when a
-    /// measurement takes longer).
+    /// Period of the agent's schedule for the active configurations; also the longest a
+    /// measurement may take (the seed's pathload timed out at 60 s). The application asks for
+    /// the next measurement as soon as one ends (`keep_measuring`), so they run back to back.
     pub every_s: f64,
 }
 
@@ -96,7 +97,7 @@ impl Default for MedianetConfig {
             hold_ms: 10,
             rider_ratio: 0.5,
             playout_ms: 1000,
-            every_s: 1.0,
+            every_s: 60.0,
         }
     }
 }
@@ -160,6 +161,15 @@ pub struct RunRow {
     /// `None` when they were not before A fell again.
     pub time_to_full_s: Vec<Option<f64>>,
     pub sender_error: Option<String>,
+    /// The API client's counters: connects, events, estimates, skipped, errors, on-demand
+    /// requests.
+    pub agent_client: [u64; 6],
+    /// Receiver: frames late, broken (dependency not decoded).
+    pub late_frames: u64,
+    pub broken_frames: u64,
+    /// Sender: frames dropped behind, and past their deadline.
+    pub dropped_behind: u64,
+    pub dropped_late: u64,
     /// Per second: truth A (Mbit/s, C − cross), the scheduler's ceiling and levels.
     pub timeline: Vec<Second>,
 }
@@ -430,6 +440,7 @@ fn probing(config: &str) -> Probing {
 /// then the testbed.
 struct Rig {
     sender: Option<Sender>,
+    agent_counts: Arc<AgentCounts>,
     follow_stop: Stop,
     http: Option<Http>,
     service: Option<Service>,
@@ -525,6 +536,7 @@ fn start_rig(cfg: &MedianetConfig, config: &str) -> Result<Rig> {
         Sender::start(scfg).map_err(|e| e.to_string())
     })?;
     let follow_stop = Stop::default();
+    let agent_counts = Arc::new(AgentCounts::default());
     if pr.method.is_some() || pr.wren {
         let selector = if pr.wren {
             format!("path={}%2D%3E{}", Role::Snd.addr(), rcv_ip)
@@ -536,16 +548,28 @@ fn start_rig(cfg: &MedianetConfig, config: &str) -> Result<Rig> {
             selector,
             token: None,
         };
-        let (tx, st) = (sender.estimates(), follow_stop.clone());
+        if pr.method.is_some() {
+            let (src, st, ac) = (src.clone(), follow_stop.clone(), agent_counts.clone());
+            drop(spawn_in(&snd_ns, "medianet-measure", move || {
+                keep_measuring(src, st, ac);
+                Ok(())
+            })?);
+        }
+        let (tx, st, ac) = (
+            sender.estimates(),
+            follow_stop.clone(),
+            agent_counts.clone(),
+        );
         // Detached: it ends at the next event or keep-alive after the stop (≤ 15 s), or when
         // the agent's API goes away.
         drop(spawn_in(&snd_ns, "medianet-sse", move || {
-            follow(src, tx, st, Arc::new(AgentCounts::default()));
+            follow(src, tx, st, ac);
             Ok(())
         })?);
     }
     Ok(Rig {
         sender: Some(sender),
+        agent_counts,
         follow_stop,
         http,
         service,
@@ -571,6 +595,7 @@ fn one_run(cfg: &MedianetConfig, config: &str, run: usize, hooks: Hooks) -> Resu
         },
     )?;
     let t0 = mgrp_testbed::clock::now_ns();
+    let real0 = mgrp_medianet::realtime_ns();
     let since = || mgrp_testbed::clock::now_ns().saturating_sub(t0) as f64 / 1e9;
     let oracle = config == "oracle";
     let tx = rig.sender.as_ref().map(|s| s.estimates());
@@ -627,6 +652,16 @@ fn one_run(cfg: &MedianetConfig, config: &str, run: usize, hooks: Hooks) -> Resu
             (m + c.measurements, b + c.probe_bytes)
         })
     });
+    let ac = &rig.agent_counts;
+    let agent_client = [
+        &ac.connects,
+        &ac.events,
+        &ac.estimates,
+        &ac.skipped,
+        &ac.errors,
+        &ac.requests,
+    ]
+    .map(|c| c.load(std::sync::atomic::Ordering::Relaxed));
     cross.stop()?;
     let truth = sampler.stop()?;
     drop(rig);
@@ -634,7 +669,8 @@ fn one_run(cfg: &MedianetConfig, config: &str, run: usize, hooks: Hooks) -> Resu
     let decoded: u64 = counts.iter().map(|c| c.decoded).sum();
     let decoded_bytes: u64 = counts.iter().map(|c| c.decoded_bytes).sum();
     let intended: u64 = status.streams.iter().map(|c| c.intended).sum();
-    let timeline = timeline(&truth, t0, &status.timeline, seconds);
+    // The scheduler's points are in the realtime clock, the truth in the testbed's.
+    let timeline = timeline(&truth, t0, real0, &status.timeline, seconds);
     Ok(RunRow {
         config: config.to_string(),
         run,
@@ -655,12 +691,17 @@ fn one_run(cfg: &MedianetConfig, config: &str, run: usize, hooks: Hooks) -> Resu
         estimates: status.global.estimates,
         time_to_full_s: time_to_full(&timeline),
         sender_error: status.error.clone(),
+        agent_client,
+        late_frames: counts.iter().map(|c| c.late).sum(),
+        broken_frames: counts.iter().map(|c| c.broken).sum(),
+        dropped_behind: status.streams.iter().map(|c| c.dropped_behind).sum(),
+        dropped_late: status.streams.iter().map(|c| c.dropped_late).sum(),
         timeline,
     })
 }
 
 /// Per second of the run: the truth's A over that second and the scheduler's state at its end.
-fn timeline(truth: &Truth, t0: u64, points: &[Point], seconds: f64) -> Vec<Second> {
+fn timeline(truth: &Truth, t0: u64, real0: u64, points: &[Point], seconds: f64) -> Vec<Second> {
     let mut out = Vec::new();
     let mut t = 1.0;
     while t <= seconds {
@@ -669,7 +710,8 @@ fn timeline(truth: &Truth, t0: u64, points: &[Point], seconds: f64) -> Vec<Secon
             .window(end.saturating_sub(1_000_000_000), end)
             .map(|w| w.avail_bps / 1e6);
         // The scheduler's newest point at or before this second's end.
-        let p = points.iter().rev().find(|p| p.t_ns <= end);
+        let real_end = real0 + (t * 1e9) as u64;
+        let p = points.iter().rev().find(|p| p.t_ns <= real_end);
         out.push(Second {
             t_s: t,
             truth_mbit: a,

@@ -33,6 +33,8 @@ pub struct AgentCounts {
     pub estimates: AtomicU64,
     pub skipped: AtomicU64,
     pub errors: AtomicU64,
+    /// On-demand measurement requests made ([`keep_measuring`]).
+    pub requests: AtomicU64,
 }
 
 /// The fields of the agent's record used here.
@@ -139,6 +141,42 @@ pub fn follow(src: AgentSource, tx: EstimateTx, stop: Stop, counts: Arc<AgentCou
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+}
+
+/// Keep the agent measuring back to back, as the seed's GS kept pathload running: ask for an
+/// estimate no older than a second (`/v1/estimate?max_age=1s&wait=60s`), which rings the path's
+/// schedule when the newest is older, and ask again a second after it answers (the answer
+/// is then no longer fresh). The answers also arrive as events, so they are not fed from
+/// here. At most one request at a time. Returns when stopped.
+pub fn keep_measuring(src: AgentSource, stop: Stop, counts: Arc<AgentCounts>) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_connect(Some(Duration::from_secs(3)))
+        .timeout_global(Some(Duration::from_secs(65)))
+        .http_status_as_error(false)
+        .proxy(None)
+        .build()
+        .into();
+    let url = format!(
+        "http://{}/v1/estimate?{}&max_age=1s&wait=60s",
+        src.api, src.selector
+    );
+    while !stop.is_set() {
+        let mut r = agent.get(&url);
+        if let Some(t) = &src.token {
+            r = r.header("Authorization", format!("Bearer {t}"));
+        }
+        let ok = r.call().is_ok_and(|mut r| {
+            let _ = r.body_mut().read_to_string();
+            r.status() == 200
+        });
+        counts.requests.fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            counts.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        // The answer is fresh for up to a second: asking again sooner would be answered
+        // from the store at once, over and over.
+        std::thread::sleep(Duration::from_secs(1));
     }
 }
 

@@ -2,8 +2,8 @@
 //! their times for the level it is told, queues them for its TCP connection, drops the least
 //! important queued frames first when it falls behind, and reports what it sustained.
 //!
-//! - **Behind** means more unsent bytes queued than the connection carried (over the last
-//!   report's window, at most the level's rate) in `backlog` (the kernel's
+//! - **Behind** means more unsent bytes queued than the connection carries in `backlog`: the
+//!   level's rate, or the rate of the last report's window if that one failed (the kernel's
 //!   own buffer is kept small by the I/O side, `TCP_NOTSENT_LOWAT`, so a slow path shows here).
 //!   Then queued frames not yet begun are dropped: the newest B first, then the newest P (it
 //!   breaks the fewest dependants), then the oldest I. A frame that can no longer arrive by its
@@ -222,7 +222,7 @@ impl Local {
             sent_bps: self.window_bytes as f64 * 8.0 / (elapsed as f64 / 1e9),
             dropped: self.window_dropped,
         };
-        self.last_rate_bps = Some(r.sent_bps);
+        self.last_rate_bps = r.failed().then_some(r.sent_bps);
         self.window_start = now;
         self.window_bytes = 0;
         self.window_dropped = 0;

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use mgrp_medianet::agent::{follow, AgentCounts, AgentSource};
+use mgrp_medianet::agent::{follow, keep_measuring, AgentCounts, AgentSource};
 use mgrp_medianet::global::{GlobalConfig, Mode};
 use mgrp_medianet::receiver::Receiver;
 use mgrp_medianet::sender::{Sender, SenderConfig};
@@ -54,6 +54,10 @@ enum Cmd {
         /// Bearer token for an agent off this host.
         #[arg(long)]
         token: Option<String>,
+        /// Keep the agent measuring the peer back to back (on-demand requests), as the seed's
+        /// global scheduler kept pathload running.
+        #[arg(long)]
+        keep_measuring: bool,
         /// Seconds to stream (0: until killed).
         #[arg(long, default_value_t = 0)]
         duration: u64,
@@ -101,6 +105,7 @@ fn main() -> Result<()> {
             peer,
             path,
             token,
+            keep_measuring: measure,
             duration,
             json,
         } => {
@@ -123,6 +128,10 @@ fn main() -> Result<()> {
                     selector,
                     token,
                 };
+                if measure {
+                    let (src, st, c) = (src.clone(), stop.clone(), counts.clone());
+                    std::thread::spawn(move || keep_measuring(src, st, c));
+                }
                 let (tx, st, c) = (sender.estimates(), stop.clone(), counts.clone());
                 std::thread::spawn(move || follow(src, tx, st, c));
             }
