@@ -13,6 +13,7 @@ mod inline_cmd;
 mod loss_bench;
 mod map_bench;
 mod map_cmd;
+mod medianet_bench;
 mod methods;
 mod modes_bench;
 mod mpat_bench;
@@ -28,7 +29,6 @@ mod testbed_cmd;
 mod topo_cmd;
 mod trace_cmd;
 mod wren2_bench;
-mod medianet_bench;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -91,7 +91,10 @@ fn tables(r: &Report) -> Vec<String> {
         ));
     }
     out.push(String::new());
-    out.push("Beside the seed's Table 3 (seed 002 §5.2; 10–32 runs of ~336 s each, Emulab, pathload):".into());
+    out.push(
+        "Beside the seed's Table 3 (seed 002 §5.2; 10–32 runs of ~336 s each, Emulab, pathload):"
+            .into(),
+    );
     out.push(String::new());
     out.push("| seed experiment | here | seed Mbit/s | seed fps | mgrp Mbit/s | mgrp fps |".into());
     out.push("|---|---|---|---|---|---|".into());
@@ -121,7 +124,11 @@ fn tables(r: &Report) -> Vec<String> {
     let errs: Vec<String> = r
         .runs
         .iter()
-        .filter_map(|x| x.sender_error.as_ref().map(|e| format!("{} run {}: {e}", x.config, x.run)))
+        .filter_map(|x| {
+            x.sender_error
+                .as_ref()
+                .map(|e| format!("{} run {}: {e}", x.config, x.run))
+        })
         .collect();
     if !errs.is_empty() {
         out.push(String::new());

@@ -25,8 +25,8 @@ use mgrp_service::Service;
 use mgrp_testbed::generator::{CrossTraffic, GenOptions};
 use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::truth::{Truth, TruthSampler};
-use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
 use mgrp_testbed::CrossPattern;
+use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
 use serde::Serialize;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -194,9 +194,9 @@ pub struct Ci {
 /// t(0.975, n − 1) for n = 2..=30; 1.96 beyond.
 fn t975(n: usize) -> f64 {
     const T: [f64; 29] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045,
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045,
     ];
     T.get(n.saturating_sub(2)).copied().unwrap_or(1.96)
 }
@@ -320,12 +320,13 @@ fn targets(runs: &[RunRow]) -> Vec<Target> {
     let fps = |c: &str| mean_of(runs, c, |r| r.fps);
     let bad = |c: &str| mean_of(runs, c, |r| r.bad_frame_ratio);
     let best = |cs: &[&'static str]| -> Option<(f64, &'static str)> {
-        cs.iter()
-            .filter_map(|c| fps(c).map(|v| (v, *c)))
-            .fold(None, |a: Option<(f64, &'static str)>, b| match a {
+        cs.iter().filter_map(|c| fps(c).map(|v| (v, *c))).fold(
+            None,
+            |a: Option<(f64, &'static str)>, b| match a {
                 Some(a) if a.0 >= b.0 => Some(a),
                 _ => Some(b),
-            })
+            },
+        )
     };
     let mut out = Vec::new();
     let (p, act, rid) = (
@@ -605,7 +606,9 @@ fn one_run(cfg: &MedianetConfig, config: &str, run: usize, hooks: Hooks) -> Resu
             let now = mgrp_testbed::clock::now_ns();
             if oracle {
                 if let (Some(w), Some(tx)) = (
-                    sampler.truth().window(now.saturating_sub(1_000_000_000), now),
+                    sampler
+                        .truth()
+                        .window(now.saturating_sub(1_000_000_000), now),
                     &tx,
                 ) {
                     tx.send(Estimate {
@@ -789,7 +792,9 @@ mod tests {
             duration_s: 60.0,
             ..MedianetConfig::default()
         };
-        assert!(short.peaks_pattern().starts_with("peaks:4mbit@10000ms,8mbit@7500ms"));
+        assert!(short
+            .peaks_pattern()
+            .starts_with("peaks:4mbit@10000ms,8mbit@7500ms"));
         let bad = MedianetConfig {
             configs: vec!["pmedium".into()],
             ..MedianetConfig::default()
