@@ -45,6 +45,8 @@ pub enum BenchCmd {
     /// Continuous tracking (the default schedule) against back-to-back baselines: probe load,
     /// error, estimates per minute, time to follow a step.
     Tracking(crate::tracking_bench::TrackingBench),
+    /// MediaNet (examples/medianet): three adaptive streams under PEAKS cross traffic, passive vs mgrp estimates vs oracle.
+    Medianet(crate::medianet_bench::MedianetBench),
 }
 
 #[derive(Args)]
@@ -135,6 +137,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Map(b) => crate::map_bench::run(b),
         BenchCmd::Wren2(b) => crate::wren2_bench::run(b),
         BenchCmd::Tracking(b) => crate::tracking_bench::run(b),
+        BenchCmd::Medianet(b) => crate::medianet_bench::run(b),
     }
 }
 

@@ -13,6 +13,7 @@ mod inline_cmd;
 mod loss_bench;
 mod map_bench;
 mod map_cmd;
+mod medianet_bench;
 mod methods;
 mod modes_bench;
 mod mpat_bench;

@@ -11,6 +11,7 @@ pub mod live_estimate;
 pub mod loss_bench;
 pub mod loss_truth;
 pub mod map_bench;
+pub mod medianet_bench;
 pub mod modes_bench;
 pub mod mpat_bench;
 pub mod pacing_bench;

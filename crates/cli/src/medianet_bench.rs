@@ -1,0 +1,138 @@
+//! `mgrp bench medianet`: the MediaNet streams (`examples/medianet`) under PEAKS cross traffic
+//! per configuration (run by `mgrp_lab::medianet_bench`); here the arguments and the tables.
+
+use anyhow::Result;
+use clap::Args;
+use mgrp_lab::medianet_bench::{Ci, MedianetConfig, Report, CONFIGS, SEED_TABLE3};
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct MedianetBench {
+    /// Runs per configuration (means with 95% CIs over them).
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// Seconds per run; the 240 s PEAKS schedule is scaled to it.
+    #[arg(long, default_value_t = 240.0)]
+    duration: f64,
+    /// Configurations: passive, pslow, pslow-riders, pfast, pfast-riders, auto, wren, oracle.
+    #[arg(long, value_delimiter = ',')]
+    configs: Option<Vec<String>>,
+    /// Riders' T, ms.
+    #[arg(long, default_value_t = 10)]
+    hold_ms: u64,
+    /// Print the JSON document instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// Write medianet.json and medianet.md (the tables) into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub fn run(a: MedianetBench) -> Result<()> {
+    let cfg = MedianetConfig {
+        configs: a
+            .configs
+            .unwrap_or_else(|| CONFIGS.iter().map(|s| s.to_string()).collect()),
+        runs: a.runs,
+        duration_s: a.duration,
+        hold_ms: a.hold_ms,
+        ..MedianetConfig::default()
+    };
+    cfg.check()?;
+    crate::signals::catch_signals();
+    let report = mgrp_lab::medianet_bench::run(&cfg, crate::signals::hooks())?;
+    let json = serde_json::to_string_pretty(&report)?;
+    let text = tables(&report).join("\n");
+    crate::output::emit_bench(a.out.as_deref(), "medianet", &json, &text, a.json)
+}
+
+fn ci(c: &Option<Ci>, d: usize) -> String {
+    match c {
+        None => "-".into(),
+        Some(Ci {
+            mean, half: None, ..
+        }) => format!("{mean:.d$}"),
+        Some(Ci {
+            mean,
+            half: Some(h),
+            ..
+        }) => format!("{mean:.d$} ± {h:.d$}"),
+    }
+}
+
+fn tables(r: &Report) -> Vec<String> {
+    let c = &r.config;
+    let mut out = vec![
+        "# mgrp bench medianet".to_string(),
+        String::new(),
+        format!(
+            "Three MPEG-like streams (I 13,500 B @2 Hz, P 7,625 B @8 Hz, B 2,850 B @20 Hz; full 1,160 kbit/s) snd → rcv over a {} Mbit/s bottleneck, {} ms delay line on the reverse path, PEAKS UDP cross traffic `{}` ({} s per run, {} run(s) per configuration, interleaved). Riders T = {} ms, ratio {}; playout {} ms; agent schedule every {} s.",
+            c.capacity_mbit, c.delay_ms, r.peaks, c.duration_s, c.runs, c.hold_ms, c.rider_ratio, c.playout_ms, c.every_s
+        ),
+        String::new(),
+        "Mean ± 95% CI half-width (Student's t) over runs; one run: no interval.".into(),
+        String::new(),
+        "| config | runs | s | decoded Mbit/s | fps | bad-frame ratio | level switches | probe MB | to full after A > 3.48 (s) | rises not reached |".into(),
+        "|---|---|---|---|---|---|---|---|---|---|".into(),
+    ];
+    for s in &r.summary {
+        out.push(format!(
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
+            s.config,
+            s.runs,
+            s.seconds,
+            ci(&s.decoded_mbit, 2),
+            ci(&s.fps, 1),
+            ci(&s.bad_frame_ratio, 3),
+            ci(&s.level_switches, 0),
+            ci(&s.probe_mbyte, 1),
+            ci(&s.time_to_full_s, 1),
+            s.rises_not_reached
+        ));
+    }
+    out.push(String::new());
+    out.push(
+        "Beside the seed's Table 3 (seed 002 §5.2; 10–32 runs of ~336 s each, Emulab, pathload):"
+            .into(),
+    );
+    out.push(String::new());
+    out.push("| seed experiment | here | seed Mbit/s | seed fps | mgrp Mbit/s | mgrp fps |".into());
+    out.push("|---|---|---|---|---|---|".into());
+    for (name, here, mb, fps) in SEED_TABLE3 {
+        let s = r.summary.iter().find(|s| s.config == here);
+        out.push(format!(
+            "| {name} | {here} | {mb:.2} | {fps:.2} | {} | {} |",
+            s.map_or("-".into(), |s| ci(&s.decoded_mbit, 2)),
+            s.map_or("-".into(), |s| ci(&s.fps, 1)),
+        ));
+    }
+    out.push(String::new());
+    out.push("| target | met | figures |".into());
+    out.push("|---|---|---|".into());
+    for t in &r.targets {
+        out.push(format!(
+            "| {} | {} | {} |",
+            t.what,
+            match t.met {
+                Some(true) => "met",
+                Some(false) => "NOT met",
+                None => "not run",
+            },
+            t.detail
+        ));
+    }
+    let errs: Vec<String> = r
+        .runs
+        .iter()
+        .filter_map(|x| {
+            x.sender_error
+                .as_ref()
+                .map(|e| format!("{} run {}: {e}", x.config, x.run))
+        })
+        .collect();
+    if !errs.is_empty() {
+        out.push(String::new());
+        out.push(format!("Sender errors: {}", errs.join("; ")));
+    }
+    out
+}
