@@ -11,6 +11,7 @@
 //! the time from A rising above 3.48 Mbit/s to all streams at full; means with 95% CIs over runs.
 
 use crate::rig::agent_at_rcv_with;
+use crate::rig::setup;
 use crate::{ensure, Error, Hooks, Result};
 use mgrp_engine::auth::Key;
 use mgrp_medianet::agent::{follow, keep_measuring, AgentCounts, AgentSource};
@@ -401,17 +402,6 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
         (Some(a), Some(b)) if b > 0.0 => format!("{a:.1} / {b:.1} = {:.2}×", a / b),
         _ => "-".into(),
     }
-}
-
-fn setup<T: Send + 'static>(
-    ns: &str,
-    what: &str,
-    f: impl FnOnce() -> std::result::Result<T, String> + Send + 'static,
-) -> Result<T> {
-    spawn_in(ns, what, move || f().map_err(mgrp_testbed::Error::Setup))?
-        .join()
-        .map_err(|_| Error::Worker(format!("{what} thread panicked")))?
-        .map_err(Error::from)
 }
 
 /// The agent's side of a configuration: method, riders, Wren.

@@ -7,6 +7,7 @@
 //! Figures: the share of requests that went to the replica best by ground truth at that moment,
 //! the time from the change to the switch, and the proxy's added median latency.
 
+use crate::rig::setup;
 use crate::{ensure, Error, Hooks, Result};
 use mgrp_engine::auth::Key;
 use mgrp_engine::daemon::{Agent, AgentConfig};
@@ -311,17 +312,6 @@ pub fn run(cfg: &ProxyBenchConfig, hooks: Hooks) -> Result<Report> {
             added_max_ms: 1.0,
         },
     })
-}
-
-fn setup<T: Send + 'static>(
-    ns: &str,
-    what: &str,
-    f: impl FnOnce() -> std::result::Result<T, String> + Send + 'static,
-) -> Result<T> {
-    spawn_in(ns, what, move || f().map_err(mgrp_testbed::Error::Setup))?
-        .join()
-        .map_err(|_| Error::Worker(format!("{what} thread panicked")))?
-        .map_err(Error::from)
 }
 
 /// Count src's traffic to and from rx2 as foreground too (the testbed counts one measured

@@ -13,6 +13,19 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Run `f` in namespace `ns` (a thread named `what`) and wait for what it makes: an agent, a
+/// receiver, a service. Its error says what failed.
+pub fn setup<T: Send + 'static>(
+    ns: &str,
+    what: &str,
+    f: impl FnOnce() -> std::result::Result<T, String> + Send + 'static,
+) -> Result<T> {
+    spawn_in(ns, what, move || f().map_err(mgrp_testbed::Error::Setup))?
+        .join()
+        .map_err(|_| Error::Worker(format!("{what} thread panicked")))?
+        .map_err(Error::from)
+}
+
 /// The agents' port on the testbed.
 pub const PORT: u16 = 7240;
 

@@ -4,6 +4,7 @@
 //! share of C, the monitored flow capped at 75% of C. Truth: the tighter link's A = C − cross
 //! over each estimate's window.
 
+use crate::rig::setup;
 use crate::{ensure, Error, Hooks, Result};
 use mgrp_capture::feed::feed_wren_and;
 use mgrp_capture::file::PcapFile;
@@ -96,17 +97,6 @@ pub struct Wren2Rig {
     c_bps: f64,
     // Last: the namespaces go after everything in them has stopped.
     pub tb: TopoTestbed,
-}
-
-fn setup<T: Send + 'static>(
-    ns: &str,
-    what: &str,
-    f: impl FnOnce() -> std::result::Result<T, String> + Send + 'static,
-) -> Result<T> {
-    spawn_in(ns, what, move || f().map_err(mgrp_testbed::Error::Setup))?
-        .join()
-        .map_err(|_| Error::Worker(format!("{what} thread panicked")))?
-        .map_err(Error::from)
 }
 
 impl Wren2Rig {

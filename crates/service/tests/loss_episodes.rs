@@ -1,8 +1,8 @@
 //! A `loss_episodes` schedule runs badabing over the path and stores episode frequency,
 //! duration and probe loss, on a testbed path with bursty loss.
 
-use mgrp_engine::auth::Key;
-use mgrp_engine::daemon::{Agent, AgentConfig};
+mod common;
+
 use mgrp_service::config::ServiceConfig;
 use mgrp_service::Service;
 use mgrp_testbed::netns::spawn_in;
@@ -22,16 +22,7 @@ fn a_loss_episodes_schedule_stores_episodes() {
         DelayMode::Thread,
     )
     .unwrap();
-    let key = Key::random();
-    let listen: std::net::SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse().unwrap();
-    let k = key.clone();
-    let _agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
-        Ok(Agent::start(AgentConfig::new(listen, k)).unwrap())
-    })
-    .unwrap()
-    .join()
-    .unwrap()
-    .unwrap();
+    let (_agent, key) = common::agent_at_rcv(&tb);
     let peer = Role::Rcv.addr();
     // Rounds of 2 s (200 slots, ~60 experiments) every 2 s.
     let cfg = ServiceConfig::parse(&format!(

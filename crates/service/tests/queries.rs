@@ -3,14 +3,14 @@
 //! without an agent reports its error in the query's status; an event query notifies over SSE;
 //! its budget holds at the bottleneck's counters; queries survive a reload and a restart.
 
-use mgrp_engine::auth::Key;
-use mgrp_engine::daemon::{Agent, AgentConfig};
+mod common;
+
 use mgrp_service::config::ServiceConfig;
 use mgrp_service::http::Http;
 use mgrp_service::queries::spec::MAX_PER_CLIENT;
 use mgrp_service::Service;
 use mgrp_testbed::netns::spawn_in;
-use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig, TruthSampler};
+use mgrp_testbed::{Role, TruthSampler};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
@@ -83,24 +83,8 @@ fn post(base: &str, body: &str) -> (u16, Value) {
 
 #[test]
 fn queries_are_created_run_watched_bounded_kept_and_deleted() {
-    let tb = Testbed::up(
-        TestbedConfig {
-            capacity_bps: 20_000_000,
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .unwrap();
-    let key = Key::random();
-    let listen: std::net::SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse().unwrap();
-    let k = key.clone();
-    let _agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
-        Ok(Agent::start(AgentConfig::new(listen, k)).unwrap())
-    })
-    .unwrap()
-    .join()
-    .unwrap()
-    .unwrap();
+    let tb = common::testbed_at(20_000_000);
+    let (_agent, key) = common::agent_at_rcv(&tb);
     let peer = Role::Rcv.addr().to_string();
     let dir = std::env::temp_dir().join(format!("mgrp-queries-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -1,12 +1,13 @@
 //! The service keeps a path fresh on schedule and within its byte budget, counted at the
 //! testbed's bottleneck.
 
+mod common;
+
 use mgrp_engine::auth::Key;
-use mgrp_engine::daemon::{Agent, AgentConfig};
 use mgrp_service::config::ServiceConfig;
 use mgrp_service::Service;
 use mgrp_testbed::netns::spawn_in;
-use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig, TruthSampler};
+use mgrp_testbed::{Role, Testbed, TruthSampler};
 use std::time::Duration;
 
 /// Run the service in snd for `secs` with `config`; the bytes snd offered the bottleneck, the
@@ -60,24 +61,8 @@ fn run(
 
 #[test]
 fn keeps_a_path_fresh_within_its_budget() {
-    let tb = Testbed::up(
-        TestbedConfig {
-            capacity_bps: 20_000_000,
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .unwrap();
-    let key = Key::random();
-    let listen: std::net::SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse().unwrap();
-    let k = key.clone();
-    let _agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
-        Ok(Agent::start(AgentConfig::new(listen, k)).unwrap())
-    })
-    .unwrap()
-    .join()
-    .unwrap()
-    .unwrap();
+    let tb = common::testbed_at(20_000_000);
+    let (_agent, key) = common::agent_at_rcv(&tb);
     let peer = Role::Rcv.addr();
     // A generous budget: an estimate about every second.
     let (_, recs, c, _) = run(

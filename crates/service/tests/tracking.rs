@@ -1,37 +1,21 @@
 //! The default schedule tracks: after one full search it keeps the estimate fresh with short
 //! checks, and the probe load the bottleneck counts stays under the configured ceiling.
 
-use mgrp_engine::auth::Key;
-use mgrp_engine::daemon::{Agent, AgentConfig};
+mod common;
+
 use mgrp_service::config::ServiceConfig;
 use mgrp_service::Service;
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
 use mgrp_testbed::netns::spawn_in;
-use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig, TruthSampler};
+use mgrp_testbed::{Role, TruthSampler};
 use mgrp_traffic::CrossPattern;
 use std::time::Duration;
 
 #[test]
 fn tracks_under_the_ceiling_at_the_bottleneck() {
     let c = 20e6;
-    let tb = Testbed::up(
-        TestbedConfig {
-            capacity_bps: c as u64,
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .unwrap();
-    let key = Key::random();
-    let listen: std::net::SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse().unwrap();
-    let k = key.clone();
-    let _agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
-        Ok(Agent::start(AgentConfig::new(listen, k)).unwrap())
-    })
-    .unwrap()
-    .join()
-    .unwrap()
-    .unwrap();
+    let tb = common::testbed_at(c as u64);
+    let (_agent, key) = common::agent_at_rcv(&tb);
     let secs = 30;
     let cross = CrossPattern::parse("cbr:8mbit,size=500").unwrap();
     let opts = GenOptions {
