@@ -144,9 +144,10 @@ fn auto_matches_ground_truth_under_cbr() {
     }
 }
 
-/// `--continuous` without a method tracks: one acquiring search, then held estimates from
-/// short checks, their median within 10% of the truth (as `auto` above at 20 Mbit/s), and the
-/// probe bytes after the search within the 2% ceiling of the time they were spread over.
+/// `--continuous` without a method tracks: one acquiring search, then estimates from short
+/// checks (or a search where a check contradicts the value), the last within 10% of the truth
+/// (as `auto` above at 20 Mbit/s), and the probe bytes after the first search within the 2%
+/// ceiling of the time they were spread over.
 #[test]
 fn continuous_tracks_by_default() {
     let tb = testbed(20);
@@ -159,7 +160,7 @@ fn continuous_tracks_by_default() {
     let peer = Role::Rcv.addr().to_string();
     let o = estimate(
         &tb,
-        &[&peer, "--continuous", "--duration", "10s", "--json"],
+        &[&peer, "--continuous", "--duration", "20s", "--json"],
         Some(KEY),
     );
     let t1 = mgrp_testbed::clock::now_ns();
@@ -177,17 +178,18 @@ fn continuous_tracks_by_default() {
             .to_string()
     };
     assert_eq!(method(&lines[0]), "track:acquire", "{lines:?}");
-    assert!(lines.len() >= 4, "{lines:?}");
+    assert!(lines.len() >= 3, "{lines:?}");
     assert!(lines[1..].iter().all(|v| method(v).starts_with("track:")));
-    let mut values: Vec<f64> = lines
-        .iter()
-        .map(|v| v["estimate"]["value_bps"].as_f64().unwrap())
-        .collect();
-    values.sort_by(f64::total_cmp);
-    let median = values[values.len() / 2];
+    // The last, not the median: an acquiring search that read low (7.2 vs 10 Mbit/s in a CI run
+    // under load) is held, contradicted and searched again (9.9 at 2.6 s), and that search's
+    // ~600 kB is then paid back at 2% of C for ~12 s, so a 10 s run could end on the first
+    // value's holds. 20 s leaves room for the rounds after such a search.
+    let last = lines.last().unwrap()["estimate"]["value_bps"]
+        .as_f64()
+        .unwrap();
     assert!(
-        (median - truth).abs() <= 0.10 * truth,
-        "median {median} vs truth {truth}: {values:?}"
+        (last - truth).abs() <= 0.10 * truth,
+        "last {last} vs truth {truth}: {lines:?}"
     );
     // Each line's bytes are its round's, paid for at 2% of C before the next round starts:
     // the rounds between the first line and the last (that one's pay-back runs past the end)
