@@ -170,19 +170,7 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         if a.continuous {
             // Only whole estimates: one cut short by the deadline is not reported.
             if let Some(e) = e.as_ref().filter(|e| e.final_) {
-                let t_s = t0.elapsed().as_secs_f64();
-                if a.json {
-                    say!(
-                        "{}",
-                        serde_json::to_string(&Line {
-                            round,
-                            t_s,
-                            estimate: e
-                        })?
-                    );
-                } else {
-                    say!("{t_s:>8.2} s  round {round:>4}  available {}", summary(e));
-                }
+                say_round(a.json, round, t0.elapsed().as_secs_f64(), e)?;
             }
         }
         if e.is_some() {
@@ -246,19 +234,7 @@ fn track(
         let e = run_estimator(session, &mut t, deadline, stop, |_| {})?;
         match e.as_ref().filter(|e| e.final_) {
             Some(e) => {
-                let t_s = t0.elapsed().as_secs_f64();
-                if json {
-                    say!(
-                        "{}",
-                        serde_json::to_string(&Line {
-                            round,
-                            t_s,
-                            estimate: e
-                        })?
-                    );
-                } else {
-                    say!("{t_s:>8.2} s  round {round:>4}  available {}", summary(e));
-                }
+                say_round(json, round, t0.elapsed().as_secs_f64(), e)?;
             }
             None if t.held().is_none() && !stop() && Instant::now() < deadline => {
                 bail!("no estimate: no probe train came back from the peer")
@@ -281,6 +257,26 @@ fn track(
         s.changes,
         s.probe_bytes as f64 / 1e3
     );
+    Ok(())
+}
+
+/// One estimate of a continuous run: a JSON line or a line for people.
+fn say_round(json: bool, round: u32, t_s: f64, estimate: &Estimate) -> Result<()> {
+    if json {
+        say!(
+            "{}",
+            serde_json::to_string(&Line {
+                round,
+                t_s,
+                estimate
+            })?
+        );
+    } else {
+        say!(
+            "{t_s:>8.2} s  round {round:>4}  available {}",
+            summary(estimate)
+        );
+    }
     Ok(())
 }
 

@@ -4,11 +4,7 @@
 mod common;
 
 use mgrp_engine::auth::Key;
-use mgrp_service::config::ServiceConfig;
-use mgrp_service::Service;
-use mgrp_testbed::netns::spawn_in;
-use mgrp_testbed::{Role, Testbed, TruthSampler};
-use std::time::Duration;
+use mgrp_testbed::{Role, Testbed};
 
 /// Run the service in snd for `secs` with `config`; the bytes snd offered the bottleneck, the
 /// stored A estimates (time, value) and the counters.
@@ -23,40 +19,9 @@ fn run(
     mgrp_service::CounterSnapshot,
     mgrp_service::ScheduleView,
 ) {
-    let cfg = ServiceConfig::parse(config).unwrap();
-    let sampler = TruthSampler::start(tb, Duration::from_millis(100)).unwrap();
-    let t0 = mgrp_testbed::clock::now_ns();
-    let key = key.clone();
-    let (recs, counters, view) = spawn_in(&tb.ns(Role::Snd), "service", move || {
-        let svc = Service::start(&cfg, key).unwrap();
-        std::thread::sleep(Duration::from_secs(secs));
-        let view = svc.hub().paths()[0].view();
-        let store = svc.store();
-        let counters = svc.stop();
-        let s = store.lock().unwrap();
-        let series = s.series().unwrap();
-        let path = series
-            .iter()
-            .find(|(_, m)| m == "avail_bw")
-            .map(|(p, _)| p.clone());
-        let recs = match path {
-            Some(p) => s.range(&p, "avail_bw", 0, u64::MAX, 1000).unwrap(),
-            None => Vec::new(),
-        };
-        Ok((
-            recs.iter().map(|r| (r.t_ns, r.value)).collect(),
-            counters,
-            view,
-        ))
-    })
-    .unwrap()
-    .join()
-    .unwrap()
-    .unwrap();
-    let truth = sampler.stop().unwrap();
-    let w = truth.window(t0, mgrp_testbed::clock::now_ns()).unwrap();
-    let bytes = w.offered_fg_bps * (w.end_s - w.start_s) / 8.0;
-    (bytes, recs, counters, view)
+    let r = common::run_service(tb, key, config, secs);
+    let recs = r.recs.iter().map(|r| (r.t_ns, r.value)).collect();
+    (r.bytes_at_bottleneck, recs, r.counters, r.view)
 }
 
 #[test]

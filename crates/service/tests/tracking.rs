@@ -3,11 +3,8 @@
 
 mod common;
 
-use mgrp_service::config::ServiceConfig;
-use mgrp_service::Service;
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
-use mgrp_testbed::netns::spawn_in;
-use mgrp_testbed::{Role, TruthSampler};
+use mgrp_testbed::Role;
 use mgrp_traffic::CrossPattern;
 use std::time::Duration;
 
@@ -25,39 +22,17 @@ fn tracks_under_the_ceiling_at_the_bottleneck() {
     let _cross = CrossTraffic::start(&tb, &cross, BASE_PORT, &opts).unwrap();
     let ceiling = 0.01;
     // No method: tracking is the default; 1% of 20 Mbit/s is 1.5 MB a minute.
-    let cfg = ServiceConfig::parse(&format!(
+    let config = format!(
         "[[path]]\npeer = \"{}\"\nceiling = \"1%\"",
         Role::Rcv.addr()
-    ))
-    .unwrap();
-    let sampler = TruthSampler::start(&tb, Duration::from_millis(100)).unwrap();
-    let t0 = mgrp_testbed::clock::now_ns();
-    let (recs, counters, view) = spawn_in(&tb.ns(Role::Snd), "service", move || {
-        let svc = Service::start(&cfg, key).unwrap();
-        std::thread::sleep(Duration::from_secs(secs));
-        let view = svc.hub().paths()[0].view();
-        let store = svc.store();
-        let counters = svc.stop();
-        let s = store.lock().unwrap();
-        let series = s.series().unwrap();
-        let path = series
-            .iter()
-            .find(|(_, m)| m == "avail_bw")
-            .map(|(p, _)| p.clone());
-        let recs = match path {
-            Some(p) => s.range(&p, "avail_bw", 0, u64::MAX, 10_000).unwrap(),
-            None => Vec::new(),
-        };
-        Ok((recs, counters, view))
-    })
-    .unwrap()
-    .join()
-    .unwrap()
-    .unwrap();
-    let truth = sampler.stop().unwrap();
-    let t1 = mgrp_testbed::clock::now_ns();
-    let w = truth.window(t0, t1).unwrap();
-    let at_bottleneck = w.offered_fg_bps * (w.end_s - w.start_s) / 8.0;
+    );
+    let common::ServiceRun {
+        recs,
+        counters,
+        view,
+        bytes_at_bottleneck: at_bottleneck,
+        truth_avail_bps,
+    } = common::run_service(&tb, &key, &config, secs);
     let methods: Vec<&str> = recs.iter().map(|r| r.method.as_str()).collect();
     eprintln!(
         "{} estimates {:?}; {at_bottleneck:.0} B at the bottleneck; {counters:?}; {view:?}",
@@ -95,8 +70,7 @@ fn tracks_under_the_ceiling_at_the_bottleneck() {
     v.sort_by(f64::total_cmp);
     let med = v[v.len() / 2];
     assert!(
-        (med - w.avail_bps).abs() <= 0.15 * w.avail_bps,
-        "median {med} vs truth {}",
-        w.avail_bps
+        (med - truth_avail_bps).abs() <= 0.15 * truth_avail_bps,
+        "median {med} vs truth {truth_avail_bps}"
     );
 }
