@@ -134,5 +134,24 @@ fn tables(r: &Report) -> Vec<String> {
         out.push(String::new());
         out.push(format!("Sender errors: {}", errs.join("; ")));
     }
+    let wren: Vec<String> = r
+        .runs
+        .iter()
+        .filter_map(|x| {
+            x.wren_trains.map(|[t, rising, lower, short]| {
+                format!(
+                    "run {}: {t} trains judged, {rising} rising (an upper bound only), {lower} lower bounds, {short} runs too short; {} estimates",
+                    x.run, x.estimates
+                )
+            })
+        })
+        .collect();
+    if !wren.is_empty() {
+        out.push(String::new());
+        out.push(format!(
+            "Wren on the streams (estimates come only from lower-bound trains; see docs/passive.md): {}",
+            wren.join("; ")
+        ));
+    }
     out
 }

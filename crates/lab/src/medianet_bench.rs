@@ -173,6 +173,10 @@ pub struct RunRow {
     pub dropped_late: u64,
     /// Per second: truth A (Mbit/s, C − cross), the scheduler's ceiling and levels.
     pub timeline: Vec<Second>,
+    /// Wren's trains on the streams (the `wren` configuration): judged, rising (upper bounds
+    /// only), lower bounds, runs too short; why it gave estimates or none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wren_trains: Option<[u64; 4]>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -646,6 +650,17 @@ fn one_run(cfg: &MedianetConfig, config: &str, run: usize, hooks: Hooks) -> Resu
             (m + c.measurements, b + c.probe_bytes)
         })
     });
+    let wren_trains = rig.service.as_ref().and_then(|s| {
+        s.hub().passive().first().map(|p| {
+            let c = &p.counters;
+            [
+                c.trains,
+                c.trains_rising,
+                c.trains_lower_bound,
+                c.short_runs,
+            ]
+        })
+    });
     let ac = &rig.agent_counts;
     let agent_client = [
         &ac.connects,
@@ -691,6 +706,7 @@ fn one_run(cfg: &MedianetConfig, config: &str, run: usize, hooks: Hooks) -> Resu
         dropped_behind: status.streams.iter().map(|c| c.dropped_behind).sum(),
         dropped_late: status.streams.iter().map(|c| c.dropped_late).sum(),
         timeline,
+        wren_trains,
     })
 }
 

@@ -358,4 +358,11 @@ fn service_stores_wren2_beside_wren() {
     assert!(wren >= 3, "wren {wren} wren2 {wren2} {view:?}");
     assert!(wren2 >= 3, "wren {wren} wren2 {wren2} {view:?}");
     assert!(c.wren2_estimates >= 3, "{view:?}");
+    // The one-sided counters say where its estimates came from: each stored window had a
+    // lower-bound train, and judged trains include every rising and lower-bound one.
+    assert!(c.trains_lower_bound >= wren as u64, "wren {wren} {view:?}");
+    assert!(
+        c.trains >= c.trains_lower_bound + c.trains_rising,
+        "{view:?}"
+    );
 }

@@ -7,7 +7,7 @@ use mgrp_capture::live::{interface_addrs, LiveCapture};
 use mgrp_estimate::wren::{Wren, WrenParams};
 use mgrp_store::Record;
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,14 @@ mgrp_counters::counters! {
         wren2_requests,
         /// Two-sided peer captures refused or failed
         wren2_failures,
+        /// Trains Wren judged (why there are or are not estimates: the next three)
+        trains,
+        /// Trains whose RTTs rose throughout: their rate was above A (an upper bound only)
+        trains_rising,
+        /// Trains that gave a lower bound on A (estimates come only from these)
+        trains_lower_bound,
+        /// Runs of segments too short or too uneven to be a train (e.g. bursty, app-limited traffic)
+        short_runs,
     }
 }
 
@@ -93,6 +101,16 @@ pub(crate) fn run(src: &PassiveSource, st: &PassiveState, hub: &Hub, peer: Optio
     }
 }
 
+/// The counters that say what Wren made of the traffic: trains, rising, lower bounds, short runs.
+fn train_counters(c: &PassiveCounters) -> [&AtomicU64; 4] {
+    [
+        &c.trains,
+        &c.trains_rising,
+        &c.trains_lower_bound,
+        &c.short_runs,
+    ]
+}
+
 /// What a source needs to ask its peer agent for arrivals (two-sided Wren).
 #[derive(Clone)]
 pub(crate) struct PeerAccess {
@@ -132,6 +150,7 @@ fn capture(
     let dropped0 = cap.stats().dropped;
     // Counted across captures: a reopened one adds to what the earlier ones fed.
     let segments0 = st.counters.segments.load(Ordering::Relaxed);
+    let trains0 = train_counters(&st.counters).map(|a| a.load(Ordering::Relaxed));
     let stop = || st.stop.load(Ordering::Relaxed);
     let every = Duration::from_millis(100);
     let also = |s: &mgrp_estimate::wren::Segment| {
@@ -147,6 +166,20 @@ fn capture(
             cap.stats().dropped.saturating_sub(dropped0),
             Ordering::Relaxed,
         );
+        let w = wren.counters();
+        let now = [
+            w.trains,
+            w.trains_increasing,
+            w.trains_lower_bound,
+            w.short_runs,
+        ];
+        for ((a, base), v) in train_counters(&st.counters)
+            .into_iter()
+            .zip(trains0)
+            .zip(now)
+        {
+            a.store(base + v, Ordering::Relaxed);
+        }
         let mut recs: Vec<Record> = wren
             .poll_estimates(poll.now_ns)
             .iter()

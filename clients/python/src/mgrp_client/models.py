@@ -432,6 +432,12 @@ class Passive:
     capture_dropped: int
     errors: int
     last_error: Optional[str]
+    # Why there are (or are not) estimates: trains judged, rising (an upper bound only), lower
+    # bounds (estimates come only from these), runs too short or uneven to be trains.
+    trains: int = 0
+    trains_rising: int = 0
+    trains_lower_bound: int = 0
+    short_runs: int = 0
 
     @classmethod
     def from_json(cls, v: Any) -> "Passive":
@@ -445,6 +451,10 @@ class Passive:
             capture_dropped=_int(d, "capture_dropped", w),
             errors=_int(d, "errors", w),
             last_error=_opt_str(d, "last_error", w),
+            trains=_int(d, "trains", w, 0),
+            trains_rising=_int(d, "trains_rising", w, 0),
+            trains_lower_bound=_int(d, "trains_lower_bound", w, 0),
+            short_runs=_int(d, "short_runs", w, 0),
         )
 
 
