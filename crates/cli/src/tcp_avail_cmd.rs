@@ -21,8 +21,9 @@ use std::time::Duration;
 pub struct TcpAvailArgs {
     /// The peer agent: IP or IP:PORT (default port 7240).
     peer: String,
-    /// Longest the flow runs (it stops earlier once its share is steady).
-    #[arg(long, default_value = "5s", value_parser = crate::testbed_cmd::duration)]
+    /// Longest the flow runs. Its first 2 s are not measured; what it gets after them, up to
+    /// 4 s, is the answer (it stops there once its share is steady).
+    #[arg(long, default_value = "6s", value_parser = crate::testbed_cmd::duration)]
     max_time: Duration,
     /// Bytes the flow may send at most.
     #[arg(long, default_value = "64MB", value_parser = crate::testbed_cmd::bytes)]
@@ -52,10 +53,16 @@ struct Report<'a> {
 
 pub fn run(a: TcpAvailArgs) -> Result<()> {
     let peer = parse_peer(&a.peer)?;
+    let d = TcpAvailParams::default();
+    let max_time_ns = a.max_time.as_nanos().min(u64::MAX as u128) as u64;
     let p = TcpAvailParams {
-        max_time_ns: a.max_time.as_nanos().min(u64::MAX as u128) as u64,
+        max_time_ns,
+        // A shorter run measures what it can after the warmup.
+        min_measure_ns: d
+            .min_measure_ns
+            .min(max_time_ns.saturating_sub(d.warmup_ns)),
         budget_bytes: a.budget,
-        ..Default::default()
+        ..d
     };
     p.validate().map_err(anyhow::Error::msg)?;
     let key = Key::load(a.key_file.as_deref())?;
