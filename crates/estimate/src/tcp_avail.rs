@@ -358,6 +358,10 @@ mod tests {
                 budget_bytes: 10,
                 ..Default::default()
             },
+            TcpAvailParams {
+                min_measure_ns: 60_000_000_000,
+                ..Default::default()
+            },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
