@@ -47,6 +47,8 @@ pub enum BenchCmd {
     Tracking(crate::tracking_bench::TrackingBench),
     /// MediaNet (examples/medianet): three adaptive streams under PEAKS cross traffic, passive vs mgrp estimates vs oracle.
     Medianet(crate::medianet_bench::MedianetBench),
+    /// TCP-available bandwidth (`mgrp tcp-available`) against real TCP flows in the same conditions.
+    TcpAvailable(crate::tcp_avail_bench::TcpAvailBench),
 }
 
 #[derive(Args)]
@@ -138,6 +140,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Wren2(b) => crate::wren2_bench::run(b),
         BenchCmd::Tracking(b) => crate::tracking_bench::run(b),
         BenchCmd::Medianet(b) => crate::medianet_bench::run(b),
+        BenchCmd::TcpAvailable(b) => crate::tcp_avail_bench::run(b),
     }
 }
 

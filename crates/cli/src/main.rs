@@ -26,6 +26,7 @@ mod proxy_bench;
 mod query_cmd;
 mod riders_bench;
 mod signals;
+mod tcp_avail_bench;
 mod tcp_avail_cmd;
 mod testbed_cmd;
 mod topo_cmd;

@@ -19,6 +19,7 @@ pub mod passive_bench;
 pub mod proxy_bench;
 pub mod riders_bench;
 pub mod rig;
+pub mod tcp_avail_bench;
 pub mod testbed_bench;
 pub mod testbed_run;
 pub mod topo_run;
