@@ -25,6 +25,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// Ethernet header bytes a packet carries on the wire beyond its IP packet.
+const ETH_HLEN: u64 = 14;
+
 /// Largest standalone fragment: with its header it stays within one 1500-byte MTU datagram.
 const STANDALONE_CHUNK: usize = 1400;
 
@@ -306,7 +309,9 @@ impl TrainRiders {
         stats.chunks += 1;
         stats.bytes += c.data.len() as u64;
         if (self.window.0..=self.window.1).contains(&c.enqueued_ns) {
-            stats.competing_bytes += c.data.len() as u64;
+            // In wire bytes, the unit estimators' rates are in: the packet would have crossed
+            // with its Ethernet header (counted once, with its last piece).
+            stats.competing_bytes += c.data.len() as u64 + if c.last { ETH_HLEN } else { 0 };
         }
         let k = &self.shared.counters;
         k.rider_chunks.fetch_add(1, Ordering::Relaxed);

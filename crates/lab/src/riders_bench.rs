@@ -28,6 +28,9 @@ use std::time::{Duration, Instant};
 
 const SOURCE_PORT: u16 = 5300;
 const SOURCE_BPS: f64 = 4e6;
+/// The source's rate on the bottleneck (full-size segments: 1448 bytes of payload in 1514 on
+/// the wire), the unit of the truth's counters and of the estimates.
+const SOURCE_WIRE_BPS: f64 = SOURCE_BPS * 1514.0 / 1448.0;
 
 #[derive(Debug, Clone)]
 pub struct RidersConfig {
@@ -369,7 +372,7 @@ fn run_one(
         durations.push((m.end_ns - m.start_ns) as f64 / 1e9);
         // Truth: what the path had left beside cross traffic and the source.
         if let Some(w) = truth.window(m.start_ns, m.end_ns) {
-            let t = (w.avail_bps - SOURCE_BPS).max(0.05 * 10e6);
+            let t = (w.avail_bps - SOURCE_WIRE_BPS).max(0.05 * 10e6);
             if std::env::var_os("MGRP_DEBUG").is_some() {
                 hooks.say(&format!(
                     "measurement {:.1}s: adjusted {:?} unadjusted {:?} truth {t:.0} (A {:.0}, cross {:.0}, fg {:.0})\n",

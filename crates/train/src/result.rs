@@ -147,7 +147,8 @@ pub struct TrainRiderStats {
     pub chunks: u32,
     pub bytes: u64,
     /// Rider bytes that would have crossed the path during the train anyway (they entered the
-    /// buffer within the train's planned window): estimators subtract them.
+    /// buffer within the train's planned window), in wire bytes (with each packet's Ethernet
+    /// header): estimators subtract them.
     pub competing_bytes: u64,
     pub empty_probes: u32,
     /// Bytes of the probes that could carry a rider and left empty: the measurement's own
