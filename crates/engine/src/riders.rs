@@ -12,6 +12,8 @@
 use crate::auth::{Key, RiderTagInput};
 use crate::Error;
 use mgrp_riders::buffer::{BufferConfig, Expired, Packet, PayloadBuffer, RiderChunk};
+use mgrp_riders::elastic::{self, ArrivalRate, ElasticTrain, Supply};
+pub use mgrp_riders::elastic::ElasticConfig;
 use mgrp_riders::reassembly::{Reassembler, ReassemblyConfig};
 use mgrp_shim::ip::Ipv4Info;
 use mgrp_shim::raw::RawSender;
@@ -41,6 +43,9 @@ pub struct RiderConfig {
     pub hold: Duration,
     /// Share of each train, from its start, whose probes may carry riders (the seed's ratio).
     pub ratio: f64,
+    /// Elastic probing (seed 000 §8.3): trains wait (bounded) for riders and end early when
+    /// none are left; `None`: trains leave as planned.
+    pub elastic: Option<ElasticConfig>,
 }
 
 impl Default for RiderConfig {
@@ -50,6 +55,7 @@ impl Default for RiderConfig {
             opt_in: Vec::new(),
             hold: Duration::from_millis(10),
             ratio: 1.0,
+            elastic: None,
         }
     }
 }
@@ -82,6 +88,14 @@ mgrp_counters::counters! {
         send_errors,
         /// Standalone fragments with no session to their destination (dropped)
         no_session,
+        /// Probes elastic trains left out (no rider was waiting for them)
+        elastic_skipped,
+        /// Bytes of those probes (never sent)
+        elastic_skipped_bytes,
+        /// Trains that waited for riders before they started
+        elastic_waits,
+        /// Time trains waited for riders, µs
+        elastic_wait_us,
     }
 }
 
@@ -116,8 +130,14 @@ struct SendShared {
     links: Mutex<HashMap<Ipv4Addr, Arc<Link>>>,
     counters: SendCounters,
     ratio: f64,
+    elastic: Option<ElasticConfig>,
+    /// The host's recent rate per destination (kept only when trains are elastic).
+    rates: Mutex<HashMap<IpAddr, ArrivalRate>>,
     stop: AtomicBool,
 }
+
+/// Destinations whose rate is tracked at most; beyond it the table starts over.
+const MAX_RATE_DSTS: usize = 4096;
 
 /// The sender's side: owns the TUN, the routing that feeds it, the buffer and its thread.
 pub struct RiderSender {
@@ -135,6 +155,9 @@ impl RiderSender {
         if !(0.0..=1.0).contains(&cfg.ratio) {
             return Err(Error::BadInput("rider ratio must be 0..=1".into()));
         }
+        if let Some(e) = &cfg.elastic {
+            e.validate().map_err(Error::BadInput)?;
+        }
         let tun = Tun::open(&cfg.dev).map_err(|e| Error::BadInput(e.to_string()))?;
         let routing =
             Routing::install(&cfg.dev, &cfg.opt_in).map_err(|e| Error::BadInput(e.to_string()))?;
@@ -150,6 +173,8 @@ impl RiderSender {
             links: Mutex::new(HashMap::new()),
             counters: SendCounters::default(),
             ratio: cfg.ratio,
+            elastic: cfg.elastic,
+            rates: Mutex::new(HashMap::new()),
             stop: AtomicBool::new(false),
         });
         let s = shared.clone();
@@ -210,6 +235,53 @@ impl RiderSender {
         }
     }
 
+    /// Elastic trains: before a train to `dst` whose probes hold `padding_bytes` of riders over
+    /// `train_ns`, wait (bounded) until what is held and what the host will send during the
+    /// train fill it. Returns how long it waited (0 when trains are not elastic).
+    pub(crate) fn await_riders(&self, dst: Ipv4Addr, padding_bytes: usize, train_ns: u64) -> u64 {
+        let Some(cfg) = self.shared.elastic else {
+            return 0;
+        };
+        let since = mgrp_clock::now_ns();
+        // Hold what arrives while we wait.
+        self.expect(dst, since + cfg.max_wait_ns);
+        let d = IpAddr::V4(dst);
+        loop {
+            let now = mgrp_clock::now_ns();
+            let host_bytes_per_s = self
+                .shared
+                .rates
+                .lock()
+                .ok()
+                .and_then(|mut r| r.get_mut(&d).map(|a| a.bytes_per_s(now)))
+                .unwrap_or(0.0);
+            let Some((held_bytes, oldest_deadline_ns)) =
+                self.shared.buffer.lock().ok().map(|b| b.held_for(d))
+            else {
+                return 0;
+            };
+            let supply = Supply {
+                padding_bytes,
+                train_ns,
+                held_bytes,
+                host_bytes_per_s,
+                oldest_deadline_ns,
+            };
+            match elastic::start_after(&cfg, now, since, &supply) {
+                Some(t) => mgrp_clock::sleep_until(t),
+                None => break,
+            }
+        }
+        let waited = mgrp_clock::now_ns() - since;
+        if waited > 0 {
+            let k = &self.shared.counters;
+            k.elastic_waits.fetch_add(1, Ordering::Relaxed);
+            k.elastic_wait_us
+                .fetch_add(waited / 1000, Ordering::Relaxed);
+        }
+        waited
+    }
+
     /// A train of `planned_ns` to `dst` starts at `start_ns` (monotonic): hold packets for it,
     /// and return the filler the pacer calls for each probe.
     pub(crate) fn train(
@@ -236,6 +308,10 @@ impl RiderSender {
                     .enumerate()
                     .map(|(i, c)| c && i < allowed)
                     .collect(),
+                elastic: match &self.shared.elastic {
+                    Some(cfg) => ElasticTrain::new(cfg, n),
+                    None => ElasticTrain::rigid(),
+                },
                 stats: stats.clone(),
             },
             TrainRidersDone {
@@ -262,6 +338,7 @@ pub struct TrainRiders {
     dst: Ipv4Addr,
     window: (u64, u64),
     carry: Vec<bool>,
+    elastic: ElasticTrain,
     stats: Arc<Mutex<TrainRiderStats>>,
 }
 
@@ -273,13 +350,25 @@ pub(crate) struct TrainRidersDone {
 }
 
 impl TrainRiders {
+    /// The train was cut short (elastic): the rest of its probes stay home.
+    pub fn ended(&self) -> bool {
+        self.elastic.ended_at().is_some()
+    }
+
     /// Put a rider into probe `index` (encoded in `pkt`) if one is waiting; the probe's size
-    /// never changes.
-    pub fn fill(&mut self, index: usize, pkt: &mut [u8]) {
-        if !self.carry.get(index).copied().unwrap_or(false) {
-            return;
+    /// never changes. Whether the probe leaves: an elastic train ends at the first probe past
+    /// its mandatory prefix that no rider is waiting for.
+    pub fn fill(&mut self, index: usize, pkt: &mut [u8]) -> bool {
+        if self.ended() {
+            self.skipped(pkt.len());
+            return false;
         }
-        let Ok(p) = probe::decode(pkt) else { return };
+        if !self.carry.get(index).copied().unwrap_or(false) {
+            return true;
+        }
+        let Ok(p) = probe::decode(pkt) else {
+            return true;
+        };
         let header = p.header;
         // What the padding leaves once the rider descriptor and tag are in.
         let space = pkt.len().saturating_sub(probe::header_len(Some(0)));
@@ -288,6 +377,10 @@ impl TrainRiders {
             Ok(mut b) => b.take_rider(now, IpAddr::V4(self.dst), space),
             Err(_) => None,
         };
+        if !self.elastic.leaves(index, chunk.is_some()) {
+            self.skipped(pkt.len());
+            return false;
+        }
         let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         let Some(c) = chunk else {
             stats.empty_probes += 1;
@@ -295,7 +388,7 @@ impl TrainRiders {
             let k = &self.shared.counters;
             k.empty_probes.fetch_add(1, Ordering::Relaxed);
             k.empty_bytes.fetch_add(pkt.len() as u64, Ordering::Relaxed);
-            return;
+            return true;
         };
         let rider = tagged(&self.shared.key, &header, &c);
         let size = pkt.len();
@@ -304,7 +397,7 @@ impl TrainRiders {
             ..header
         };
         if probe::encode(&h, Some(&rider), size, pkt).is_err() {
-            return;
+            return true;
         }
         stats.chunks += 1;
         stats.bytes += c.data.len() as u64;
@@ -317,6 +410,17 @@ impl TrainRiders {
         k.rider_chunks.fetch_add(1, Ordering::Relaxed);
         k.rider_bytes
             .fetch_add(c.data.len() as u64, Ordering::Relaxed);
+        true
+    }
+
+    fn skipped(&self, bytes: usize) {
+        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        stats.skipped_probes += 1;
+        stats.skipped_bytes += bytes as u64;
+        let k = &self.shared.counters;
+        k.elastic_skipped.fetch_add(1, Ordering::Relaxed);
+        k.elastic_skipped_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 }
 
@@ -423,6 +527,16 @@ fn tun_loop(tun: &Tun, s: &SendShared) {
                 k.not_ipv4.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
+            if s.elastic.is_some() {
+                if let Ok(mut r) = s.rates.lock() {
+                    if r.len() >= MAX_RATE_DSTS && !r.contains_key(&IpAddr::V4(info.dst)) {
+                        r.clear();
+                    }
+                    r.entry(IpAddr::V4(info.dst))
+                        .or_default()
+                        .push(mgrp_clock::now_ns(), info.len);
+                }
+            }
             let pkt = Packet {
                 dst: IpAddr::V4(info.dst),
                 proto: info.proto,

@@ -155,6 +155,15 @@ pub struct TrainRiderStats {
     /// cost (the seed's "probe (nopbk)" bytes).
     pub empty_bytes: u64,
     pub standalone_fragments: u32,
+    /// Probes an elastic train left out (it ended early: no rider was waiting for them), and
+    /// their bytes: probe bytes not sent at all.
+    #[serde(default)]
+    pub skipped_probes: u32,
+    #[serde(default)]
+    pub skipped_bytes: u64,
+    /// How long the train waited for riders before it started, ns.
+    #[serde(default)]
+    pub wait_ns: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -277,6 +286,18 @@ impl TrainResult {
             },
             probes,
         }
+    }
+
+    /// The last `skipped` probes were left out on purpose (an elastic train ended early): they
+    /// are neither send errors nor a reason to flag the train, whose probes kept their times.
+    pub fn shortened(&mut self, skipped: usize) {
+        let s = &mut self.stats;
+        s.send_errors = s.send_errors.saturating_sub(skipped);
+        let strayed = s.span_error.is_some_and(|w| w > SPAN_TOLERANCE)
+            || s.window_span_error.is_some_and(|w| w > WINDOW_TOLERANCE);
+        let judged = s.tx_gap_error.or(s.gap_error);
+        let p99_over = s.tolerance_ns > 0 && judged.is_some_and(|q| q.p99 > s.tolerance_ns as f64);
+        s.flagged = strayed || p99_over || s.send_errors > 0;
     }
 
     /// Receive rate over the train: bits of probes 2..n over the first-to-last receive time.
