@@ -131,9 +131,40 @@ struct SendShared {
     counters: SendCounters,
     ratio: f64,
     elastic: Option<ElasticConfig>,
-    /// The host's recent rate per destination (kept only when trains are elastic).
-    rates: Mutex<HashMap<IpAddr, ArrivalRate>>,
+    /// Per destination: what the host sent to it and what of that went on the path.
+    flows: Mutex<HashMap<IpAddr, DstFlow>>,
     stop: AtomicBool,
+}
+
+/// The host's traffic to one destination, in wire bytes (Ethernet header included).
+#[derive(Default)]
+struct DstFlow {
+    /// Recent rate (kept when trains are elastic).
+    rate: ArrivalRate,
+    /// Everything the host handed to the shim, cumulative.
+    arrived: u64,
+    /// What left on the path outside probes: normal sends and standalone fragments.
+    out: u64,
+}
+
+impl SendShared {
+    fn flow(&self, dst: IpAddr, f: impl FnOnce(&mut DstFlow)) {
+        if let Ok(mut m) = self.flows.lock() {
+            if m.len() >= MAX_RATE_DSTS && !m.contains_key(&dst) {
+                m.clear();
+            }
+            f(m.entry(dst).or_default());
+        }
+    }
+
+    /// (arrived, out) for `dst` so far.
+    fn flow_totals(&self, dst: IpAddr) -> (u64, u64) {
+        self.flows
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&dst).map(|f| (f.arrived, f.out)))
+            .unwrap_or((0, 0))
+    }
 }
 
 /// Destinations whose rate is tracked at most; beyond it the table starts over.
@@ -174,7 +205,7 @@ impl RiderSender {
             counters: SendCounters::default(),
             ratio: cfg.ratio,
             elastic: cfg.elastic,
-            rates: Mutex::new(HashMap::new()),
+            flows: Mutex::new(HashMap::new()),
             stop: AtomicBool::new(false),
         });
         let s = shared.clone();
@@ -250,10 +281,10 @@ impl RiderSender {
             let now = mgrp_clock::now_ns();
             let host_bytes_per_s = self
                 .shared
-                .rates
+                .flows
                 .lock()
                 .ok()
-                .and_then(|mut r| r.get_mut(&d).map(|a| a.bytes_per_s(now)))
+                .and_then(|mut r| r.get_mut(&d).map(|f| f.rate.bytes_per_s(now)))
                 .unwrap_or(0.0);
             let Some((held_bytes, oldest_deadline_ns)) =
                 self.shared.buffer.lock().ok().map(|b| b.held_for(d))
@@ -296,6 +327,7 @@ impl RiderSender {
             b.expect_train(IpAddr::V4(dst), now, start_ns + planned_ns + 1_000_000);
         }
         let n = carry.len();
+        let at_first = Arc::new(Mutex::new(None));
         let allowed = (self.shared.ratio * n as f64).ceil() as usize;
         let stats = Arc::new(Mutex::new(TrainRiderStats::default()));
         (
@@ -308,6 +340,7 @@ impl RiderSender {
                     .enumerate()
                     .map(|(i, c)| c && i < allowed)
                     .collect(),
+                at_first: at_first.clone(),
                 elastic: match &self.shared.elastic {
                     Some(cfg) => ElasticTrain::new(cfg, n),
                     None => ElasticTrain::rigid(),
@@ -318,6 +351,7 @@ impl RiderSender {
                 shared: self.shared.clone(),
                 dst,
                 stats,
+                at_first,
             },
         )
     }
@@ -338,6 +372,8 @@ pub struct TrainRiders {
     dst: Ipv4Addr,
     window: (u64, u64),
     carry: Vec<bool>,
+    /// The host's (arrived, out) totals as the first probe left.
+    at_first: Arc<Mutex<Option<(u64, u64)>>>,
     elastic: ElasticTrain,
     stats: Arc<Mutex<TrainRiderStats>>,
 }
@@ -347,6 +383,7 @@ pub(crate) struct TrainRidersDone {
     shared: Arc<SendShared>,
     dst: Ipv4Addr,
     stats: Arc<Mutex<TrainRiderStats>>,
+    at_first: Arc<Mutex<Option<(u64, u64)>>>,
 }
 
 impl TrainRiders {
@@ -359,6 +396,11 @@ impl TrainRiders {
     /// never changes. Whether the probe leaves: an elastic train ends at the first probe past
     /// its mandatory prefix that no rider is waiting for.
     pub fn fill(&mut self, index: usize, pkt: &mut [u8]) -> bool {
+        if index == 0 {
+            if let Ok(mut a) = self.at_first.lock() {
+                *a = Some(self.shared.flow_totals(IpAddr::V4(self.dst)));
+            }
+        }
         if self.ended() {
             self.skipped(pkt.len());
             return false;
@@ -402,9 +444,7 @@ impl TrainRiders {
         stats.chunks += 1;
         stats.bytes += c.data.len() as u64;
         if (self.window.0..=self.window.1).contains(&c.enqueued_ns) {
-            // In wire bytes, the unit estimators' rates are in: the packet would have crossed
-            // with its Ethernet header (counted once, with its last piece).
-            stats.competing_bytes += c.data.len() as u64 + if c.last { ETH_HLEN } else { 0 };
+            stats.in_window_bytes += c.data.len() as u64;
         }
         let k = &self.shared.counters;
         k.rider_chunks.fetch_add(1, Ordering::Relaxed);
@@ -427,6 +467,17 @@ impl TrainRiders {
 impl TrainRidersDone {
     /// The train has gone: the rest of a partly carried packet leaves standalone now.
     pub(crate) fn finish(&self) -> TrainRiderStats {
+        // Competing bytes: what the host sent while the train was out that did not cross the
+        // path beside it — it rode, or is still held and crosses after the train. (Counting
+        // only riders that arrived during the train misses those held past its end, behind
+        // the backlog that rode first: they too are load the train did not meet.)
+        let end = self.shared.flow_totals(IpAddr::V4(self.dst));
+        let start = self.at_first.lock().ok().and_then(|a| *a);
+        let competing = start.map_or(0, |(arrived, out)| {
+            let arrived = end.0.saturating_sub(arrived);
+            let out = end.1.saturating_sub(out);
+            arrived.saturating_sub(out)
+        });
         let chunks = match self.shared.buffer.lock() {
             Ok(mut b) => b.end_train(mgrp_clock::now_ns(), IpAddr::V4(self.dst), STANDALONE_CHUNK),
             Err(_) => Vec::new(),
@@ -437,6 +488,7 @@ impl TrainRidersDone {
         }
         let mut s = *self.stats.lock().unwrap_or_else(|e| e.into_inner());
         s.standalone_fragments += n;
+        s.competing_bytes = competing;
         s
     }
 }
@@ -494,10 +546,14 @@ fn send_standalone(s: &SendShared, dst: Ipv4Addr, c: &RiderChunk) {
     k.standalone_fragments.fetch_add(1, Ordering::Relaxed);
     k.standalone_bytes
         .fetch_add(c.data.len() as u64, Ordering::Relaxed);
+    // On the wire: Ethernet, IP and UDP headers, the MGRP header, descriptor and tag.
+    let wire = (size + 42) as u64;
+    s.flow(IpAddr::V4(dst), |f| f.out += wire);
 }
 
-fn send_normally(s: &SendShared, pkt: &[u8], counter: &AtomicU64) {
+fn send_normally(s: &SendShared, dst: IpAddr, pkt: &[u8], counter: &AtomicU64) {
     if s.raw.send(pkt).is_ok() {
+        s.flow(dst, |f| f.out += pkt.len() as u64 + ETH_HLEN);
         counter.fetch_add(1, Ordering::Relaxed);
     } else {
         s.counters.send_errors.fetch_add(1, Ordering::Relaxed);
@@ -527,16 +583,13 @@ fn tun_loop(tun: &Tun, s: &SendShared) {
                 k.not_ipv4.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
-            if s.elastic.is_some() {
-                if let Ok(mut r) = s.rates.lock() {
-                    if r.len() >= MAX_RATE_DSTS && !r.contains_key(&IpAddr::V4(info.dst)) {
-                        r.clear();
-                    }
-                    r.entry(IpAddr::V4(info.dst))
-                        .or_default()
-                        .push(mgrp_clock::now_ns(), info.len);
+            let elastic = s.elastic.is_some();
+            s.flow(IpAddr::V4(info.dst), |f| {
+                f.arrived += info.len as u64 + ETH_HLEN;
+                if elastic {
+                    f.rate.push(mgrp_clock::now_ns(), info.len);
                 }
-            }
+            });
             let pkt = Packet {
                 dst: IpAddr::V4(info.dst),
                 proto: info.proto,
@@ -548,7 +601,7 @@ fn tun_loop(tun: &Tun, s: &SendShared) {
                 Err(_) => Some(pkt),
             };
             if let Some(p) = back {
-                send_normally(s, &p.data, &k.passed_through);
+                send_normally(s, p.dst, &p.data, &k.passed_through);
             }
         }
         let expired = match s.buffer.lock() {
@@ -557,7 +610,7 @@ fn tun_loop(tun: &Tun, s: &SendShared) {
         };
         for e in expired {
             match e {
-                Expired::Whole(p) => send_normally(s, &p.data, &k.expired_whole),
+                Expired::Whole(p) => send_normally(s, p.dst, &p.data, &k.expired_whole),
                 Expired::Fragment(c) => {
                     if let IpAddr::V4(d) = c.dst {
                         send_standalone(s, d, &c)

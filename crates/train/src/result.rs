@@ -146,10 +146,14 @@ pub struct TrainStats {
 pub struct TrainRiderStats {
     pub chunks: u32,
     pub bytes: u64,
-    /// Rider bytes that would have crossed the path during the train anyway (they entered the
-    /// buffer within the train's planned window), in wire bytes (with each packet's Ethernet
-    /// header): estimators subtract them.
+    /// The host's traffic that would have crossed the path during the train and did not: what
+    /// it sent while the train was out, less what of it (or of older held packets) left on the
+    /// path beside the train; wire bytes. Estimators subtract its rate.
     pub competing_bytes: u64,
+    /// Rider bytes that entered the buffer during the train (the seed's competing rule, which
+    /// misses packets held past the train's end).
+    #[serde(default)]
+    pub in_window_bytes: u64,
     pub empty_probes: u32,
     /// Bytes of the probes that could carry a rider and left empty: the measurement's own
     /// cost (the seed's "probe (nopbk)" bytes).
