@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 const SOURCE_PORT: u16 = 5300;
 const SOURCE_BPS: f64 = 4e6;
 /// The source's rate on the bottleneck (full-size segments: 1448 bytes of payload in 1514 on
-/// the wire), the unit of the truth's counters and of the estimates.
+/// the wire), the unit of the truth's counters and of the estimates; the truth uses the rate
+/// the source achieved over each measurement, this where none was sampled.
 const SOURCE_WIRE_BPS: f64 = SOURCE_BPS * 1514.0 / 1448.0;
 
 #[derive(Debug, Clone)]
@@ -379,15 +380,22 @@ fn run_one(
         probe_loop(&p, listen, &k, rs, &st, timeout)
             .map_err(|e| mgrp_testbed::Error::Setup(format!("{e:#}")))
     })?;
-    // Source throughput in 1 s bins, at the receiver.
+    // Source throughput in 1 s bins at the receiver, and its delivered bytes every 100 ms
+    // (for the truth over each measurement).
     let mut bins = Vec::new();
+    let mut delivered: Vec<(u64, u64)> = vec![(mgrp_testbed::clock::now_ns(), source.received_bytes())];
     let mut last = source.received_bytes();
     let end = Instant::now() + Duration::from_secs_f64(secs);
+    let mut tick = 0u32;
     while Instant::now() < end && !hooks.stopped() {
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_millis(100));
         let now = source.received_bytes();
-        bins.push((now - last) as f64 * 8.0);
-        last = now;
+        delivered.push((mgrp_testbed::clock::now_ns(), now));
+        tick += 1;
+        if tick % 10 == 0 {
+            bins.push((now - last) as f64 * 8.0);
+            last = now;
+        }
     }
     stop.store(true, Ordering::Relaxed);
     let outcome = prober
@@ -415,7 +423,11 @@ fn run_one(
         durations.push((m.end_ns - m.start_ns) as f64 / 1e9);
         // Truth: what the path had left beside cross traffic and the source.
         if let Some(w) = truth.window(m.start_ns, m.end_ns) {
-            let t = (w.avail_bps - SOURCE_WIRE_BPS).max(0.05 * 10e6);
+            // The source's own rate over the measurement, as delivered (it falls behind when
+            // streams fill the queue, and catches up later).
+            let source = delivered_rate(&delivered, m.start_ns, m.end_ns)
+                .map_or(SOURCE_WIRE_BPS, |r| r * 1514.0 / 1448.0);
+            let t = (w.avail_bps - source).max(0.05 * 10e6);
             if std::env::var_os("MGRP_DEBUG").is_some() {
                 hooks.say(&format!(
                     "measurement {:.1}s: adjusted {:?} unadjusted {:?} truth {t:.0} (A {:.0}, cross {:.0}, fg {:.0})\n",
@@ -516,6 +528,13 @@ pub fn run(a: &RidersConfig, hooks: Hooks) -> Result<Vec<Row>> {
         }
     }
     Ok(rows)
+}
+
+/// Bits per second delivered between the samples nearest `from_ns` and `to_ns`.
+fn delivered_rate(samples: &[(u64, u64)], from_ns: u64, to_ns: u64) -> Option<f64> {
+    let near = |t: u64| samples.iter().min_by_key(|s| s.0.abs_diff(t)).copied();
+    let (a, b) = (near(from_ns)?, near(to_ns)?);
+    (b.0 > a.0).then(|| b.1.saturating_sub(a.1) as f64 * 8e9 / (b.0 - a.0) as f64)
 }
 
 fn cfg_err(e: impl std::fmt::Display) -> Error {
