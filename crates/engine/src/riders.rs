@@ -12,8 +12,8 @@
 use crate::auth::{Key, RiderTagInput};
 use crate::Error;
 use mgrp_riders::buffer::{BufferConfig, Expired, Packet, PayloadBuffer, RiderChunk};
-use mgrp_riders::elastic::{self, ArrivalRate, ElasticTrain, Supply};
 pub use mgrp_riders::elastic::ElasticConfig;
+use mgrp_riders::elastic::{self, ArrivalRate, ElasticTrain, Supply};
 use mgrp_riders::reassembly::{Reassembler, ReassemblyConfig};
 use mgrp_shim::ip::Ipv4Info;
 use mgrp_shim::raw::RawSender;

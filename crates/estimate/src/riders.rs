@@ -69,10 +69,9 @@ impl<E: Estimator> RiderAware<E> {
                 .abs()
                 .total_cmp(&(b.rate_bps - rate_bps).abs())
         });
-        let (bits, ns) = near
-            .iter()
-            .take(NEAREST)
-            .fold((0.0, 0.0), |(b, n), c| (b + c.competing_bits, n + c.span_ns));
+        let (bits, ns) = near.iter().take(NEAREST).fold((0.0, 0.0), |(b, n), c| {
+            (b + c.competing_bits, n + c.span_ns)
+        });
         if ns > 0.0 {
             bits / ns * 1e9
         } else {

@@ -8,8 +8,8 @@ use crate::{Error, Hooks, Result};
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
-use mgrp_engine::riders::{RiderConfig, RiderSender};
 pub use mgrp_engine::riders::ElasticConfig;
+use mgrp_engine::riders::{RiderConfig, RiderSender};
 use mgrp_engine::run::run_estimator;
 use mgrp_engine::train::TrainSpec;
 use mgrp_estimate::riders::RiderAware;
@@ -222,9 +222,10 @@ fn probe_loop(
         out.skipped = (c.elastic_skipped, c.elastic_skipped_bytes);
         out.wait_us = c.elastic_wait_us;
         out.probe_bytes = out.probe_bytes.saturating_sub(c.elastic_skipped_bytes);
-        out.padding_bytes = out
-            .padding_bytes
-            .saturating_sub(c.elastic_skipped_bytes.saturating_sub(c.elastic_skipped * header));
+        out.padding_bytes = out.padding_bytes.saturating_sub(
+            c.elastic_skipped_bytes
+                .saturating_sub(c.elastic_skipped * header),
+        );
         if let Some(b) = r.buffer_counters() {
             out.delay_us = (b.delay_quantile_us(0.5), b.delay_quantile_us(0.99));
         }
@@ -383,7 +384,8 @@ fn run_one(
     // Source throughput in 1 s bins at the receiver, and its delivered bytes every 100 ms
     // (for the truth over each measurement).
     let mut bins = Vec::new();
-    let mut delivered: Vec<(u64, u64)> = vec![(mgrp_testbed::clock::now_ns(), source.received_bytes())];
+    let mut delivered: Vec<(u64, u64)> =
+        vec![(mgrp_testbed::clock::now_ns(), source.received_bytes())];
     let mut last = source.received_bytes();
     let end = Instant::now() + Duration::from_secs_f64(secs);
     let mut tick = 0u32;

@@ -139,7 +139,11 @@ pub fn start_after(
         return None;
     }
     let fill_ns = (short / s.host_bytes_per_s * 1e9) as u64;
-    Some(now_ns.saturating_add(fill_ns.clamp(100_000, 1_000_000)).min(limit))
+    Some(
+        now_ns
+            .saturating_add(fill_ns.clamp(100_000, 1_000_000))
+            .min(limit),
+    )
 }
 
 /// One train's shortening: probes past the mandatory prefix leave only with a rider; the first
