@@ -30,7 +30,7 @@ pub struct RidersBench {
     timeout: Duration,
     /// Also run riders on with elastic trains (seed 000 §8.3): this share of each train always
     /// leaves, the rest only with riders waiting. 0 = no elastic runs.
-    #[arg(long, default_value_t = 0.4)]
+    #[arg(long, default_value_t = 0.2)]
     elastic_share: f64,
     /// Longest an elastic train waits for riders before it starts.
     #[arg(long, default_value = "10ms", value_parser = crate::testbed_cmd::duration)]

@@ -168,7 +168,7 @@ impl Session {
         let planned = Duration::from_nanos(spec.planned_ns());
         let waited = match (&self.riders, self.peer.ip()) {
             (Some(r), std::net::IpAddr::V4(d)) => {
-                r.await_riders(d, rider_padding(spec), spec.planned_ns())
+                r.await_riders(d, &rider_padding(spec), spec.planned_ns())
             }
             _ => 0,
         };
@@ -464,14 +464,16 @@ impl PeerCapture {
     }
 }
 
-/// Rider bytes a train's probes can hold: the padding of those that may carry, once the rider
-/// descriptor and tag are in.
-fn rider_padding(spec: &TrainSpec) -> usize {
+/// Rider bytes each probe of a train can hold: the padding once the rider descriptor and tag
+/// are in (0 for a probe that may not carry).
+fn rider_padding(spec: &TrainSpec) -> Vec<usize> {
     spec.probes
         .iter()
-        .filter(|p| p.may_carry)
-        .map(|p| (p.size as usize).saturating_sub(mgrp_wire::probe::header_len(Some(0))))
-        .sum()
+        .map(|p| match p.may_carry {
+            true => (p.size as usize).saturating_sub(mgrp_wire::probe::header_len(Some(0))),
+            false => 0,
+        })
+        .collect()
 }
 
 /// What the matcher needs of each probe as it left.

@@ -269,10 +269,12 @@ impl RiderSender {
     /// Elastic trains: before a train to `dst` whose probes hold `padding_bytes` of riders over
     /// `train_ns`, wait (bounded) until what is held and what the host will send during the
     /// train fill it. Returns how long it waited (0 when trains are not elastic).
-    pub(crate) fn await_riders(&self, dst: Ipv4Addr, padding_bytes: usize, train_ns: u64) -> u64 {
+    pub(crate) fn await_riders(&self, dst: Ipv4Addr, padding: &[usize], train_ns: u64) -> u64 {
         let Some(cfg) = self.shared.elastic else {
             return 0;
         };
+        let padding_bytes = padding.iter().sum();
+        let mandatory_padding_bytes = padding.iter().take(cfg.mandatory(padding.len())).sum();
         let since = mgrp_clock::now_ns();
         // Hold what arrives while we wait.
         self.expect(dst, since + cfg.max_wait_ns);
@@ -293,6 +295,7 @@ impl RiderSender {
             };
             let supply = Supply {
                 padding_bytes,
+                mandatory_padding_bytes,
                 train_ns,
                 held_bytes,
                 host_bytes_per_s,

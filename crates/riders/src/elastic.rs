@@ -26,7 +26,7 @@ impl Default for ElasticConfig {
     fn default() -> Self {
         ElasticConfig {
             max_wait_ns: 10_000_000,
-            min_share: 0.4,
+            min_share: 0.2,
         }
     }
 }
@@ -103,6 +103,9 @@ impl ArrivalRate {
 pub struct Supply {
     /// Rider bytes the train's probes can hold (their padding).
     pub padding_bytes: usize,
+    /// Of which the mandatory prefix's: it leaves whatever the riders, so what fills it must be
+    /// held before it starts (the host sends in bursts: a TCP flow's window every RTT or so).
+    pub mandatory_padding_bytes: usize,
     /// Planned time from the train's first probe to its last.
     pub train_ns: u64,
     /// Bytes held for the destination now.
@@ -126,7 +129,9 @@ pub fn start_after(
         return None;
     }
     let during = s.host_bytes_per_s * s.train_ns as f64 / 1e9;
-    let short = s.padding_bytes as f64 - during - s.held_bytes as f64;
+    let held = s.held_bytes as f64;
+    let short = (s.padding_bytes as f64 - during - held)
+        .max(s.mandatory_padding_bytes as f64 - held);
     if short <= 0.0 {
         return None;
     }
@@ -196,6 +201,7 @@ mod tests {
     fn supply(held: usize, rate: f64) -> Supply {
         Supply {
             padding_bytes: 14_000,
+            mandatory_padding_bytes: 2_800,
             train_ns: 20_000_000,
             held_bytes: held,
             host_bytes_per_s: rate,
@@ -209,6 +215,12 @@ mod tests {
         // 4 Mbit/s = 500 kB/s: 10 kB during a 20 ms train; 14 kB of padding wants 4 kB held.
         let rate = 500_000.0;
         assert_eq!(start_after(&cfg, 0, 0, &supply(4_000, rate)), None);
+        // Enough over the whole train, not yet for the mandatory prefix.
+        let prefix = Supply {
+            padding_bytes: 3_000,
+            ..supply(1_000, rate)
+        };
+        assert!(start_after(&cfg, 0, 0, &prefix).is_some());
         let t = start_after(&cfg, 0, 0, &supply(1_000, rate)).expect("waits");
         assert!((100_000..=1_000_000).contains(&t), "{t}");
         // Nobody sending: no wait.
@@ -229,7 +241,7 @@ mod tests {
     fn shortens_after_the_mandatory_prefix_at_the_first_empty_probe() {
         let cfg = ElasticConfig {
             min_share: 0.4,
-            ..ElasticConfig::default()
+            max_wait_ns: 10_000_000,
         };
         let mut t = ElasticTrain::new(&cfg, 100);
         for i in 0..40 {

@@ -455,6 +455,28 @@ mod tests {
         assert_eq!(span_errors(&[(0, 0)]), None);
     }
 
+    /// An elastic train that ended after 40 of 100 probes is neither flagged nor counted as
+    /// send errors once the engine says it was shortened; a real send failure still is.
+    #[test]
+    fn a_shortened_train_is_not_flagged() {
+        let spec = TrainSpec::uniform(100, 1000, 100_000);
+        let start = MonoNs(0);
+        let t: Vec<u64> = (0..100).map(|i| i * 100_000).collect();
+        let mut s = sends(start, &t);
+        for x in s.iter_mut().skip(40) {
+            x.mono_ns = None;
+        }
+        let mut r = TrainResult::assemble(1, "p".into(), &spec, start, &s, None);
+        assert!(r.stats.flagged && r.stats.send_errors == 60);
+        r.shortened(60);
+        assert!(!r.stats.flagged, "{:?}", r.stats);
+        assert_eq!(r.stats.send_errors, 0);
+        s[10].mono_ns = None;
+        let mut r = TrainResult::assemble(2, "p".into(), &spec, start, &s, None);
+        r.shortened(60);
+        assert!(r.stats.flagged, "one probe in the middle failed");
+    }
+
     #[test]
     fn hop_replies_are_optional_in_json_both_ways() {
         let spec = TrainSpec::uniform(2, 64, 1000);
