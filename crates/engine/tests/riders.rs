@@ -517,6 +517,8 @@ fn elastic_trains_shed_probe_only_bytes_beside_a_4_mbit_flow() {
     );
     assert!(c.elastic_skipped > 0, "no train was shortened: {c:?}");
     assert!(c.rider_bytes > sent as u64 / 4, "little rode: {c:?}");
-    // Issue 13's target; over 5 runs on this machine the shed was SHED_RUNS.
+    // Issue 13's target. Over 4 runs on this machine (load average ~15 from other builds)
+    // the shed was 99.5–100%: 95% leaves room for a slower host without hiding a regression
+    // (rigid trains shed 67–79% in `mgrp bench riders`).
     assert!(shed >= 0.95, "probe-only bytes shed {:.1}%", 100.0 * shed);
 }
