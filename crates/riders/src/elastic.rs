@@ -130,8 +130,8 @@ pub fn start_after(
     }
     let during = s.host_bytes_per_s * s.train_ns as f64 / 1e9;
     let held = s.held_bytes as f64;
-    let short = (s.padding_bytes as f64 - during - held)
-        .max(s.mandatory_padding_bytes as f64 - held);
+    let short =
+        (s.padding_bytes as f64 - during - held).max(s.mandatory_padding_bytes as f64 - held);
     if short <= 0.0 {
         return None;
     }
