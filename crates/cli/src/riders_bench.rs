@@ -28,6 +28,16 @@ pub struct RidersBench {
     /// Give up a SLoPS measurement after this long (the seed's 60 s timeout).
     #[arg(long, default_value = "60s", value_parser = crate::testbed_cmd::duration)]
     timeout: Duration,
+    /// Also run riders on with elastic trains (seed 000 §8.3): this share of each train always
+    /// leaves, the rest only with riders waiting. 0 = no elastic runs.
+    #[arg(long, default_value_t = 0.2)]
+    elastic_share: f64,
+    /// Longest an elastic train waits for riders before it starts.
+    #[arg(long, default_value = "10ms", value_parser = crate::testbed_cmd::duration)]
+    elastic_wait: Duration,
+    /// Runs of each configuration (interleaved).
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
     #[arg(long)]
     json: bool,
     #[arg(long)]
@@ -42,6 +52,11 @@ pub fn run(a: RidersBench) -> Result<()> {
         hold: a.hold,
         ratio: a.ratio,
         timeout: a.timeout,
+        elastic: (a.elastic_share > 0.0).then_some(mgrp_lab::riders_bench::ElasticConfig {
+            min_share: a.elastic_share,
+            max_wait_ns: a.elastic_wait.as_nanos() as u64,
+        }),
+        runs: a.runs,
     };
     cfg.check()?;
     crate::signals::catch_signals();
@@ -54,6 +69,9 @@ pub fn run(a: RidersBench) -> Result<()> {
         "hold_ms": a.hold.as_secs_f64() * 1e3,
         "ratio": a.ratio,
         "step_secs": a.step_secs,
+        "elastic_share": a.elastic_share,
+        "elastic_wait_ms": a.elastic_wait.as_secs_f64() * 1e3,
+        "runs": a.runs,
         "rows": rows,
     }))?;
     if let Some(p) = &a.out {
@@ -71,7 +89,11 @@ pub fn run(a: RidersBench) -> Result<()> {
             "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.1}% | {} | {:.2} | {:.0}% | {:.2} | {}/{} | {} | {} / {} | {} / {} |",
             r.cross,
             r.probe,
-            if r.riders { "on" } else { "off" },
+            match (r.riders, r.elastic) {
+                (false, _) => "off",
+                (true, false) => "on",
+                (true, true) => "elastic",
+            },
             r.probe_only_bytes as f64 / 1e3,
             r.overhead_bytes as f64 / 1e3,
             r.probe_bytes as f64 / 1e3,

@@ -166,6 +166,12 @@ impl Session {
     /// train after a bounded wait with every probe counted lost; it is not an error.
     pub fn send_train(&mut self, spec: &TrainSpec) -> Result<TrainResult, Error> {
         let planned = Duration::from_nanos(spec.planned_ns());
+        let waited = match (&self.riders, self.peer.ip()) {
+            (Some(r), std::net::IpAddr::V4(d)) => {
+                r.await_riders(d, &rider_padding(spec), spec.planned_ns())
+            }
+            _ => 0,
+        };
         let out = self.proto.begin_train(spec, planned + REPORT_GRACE)?;
         let (train, first_seq) = (out.train, out.first_seq);
         self.ctrl.send(&out.start)?;
@@ -191,7 +197,10 @@ impl Session {
         let mut sends = done_rx
             .recv_timeout(planned + Duration::from_secs(30))
             .map_err(|_| Error::Timeout("the pacer did not finish the train".into()))?;
-        let rider_stats = riders_done.map(|d| d.finish());
+        let rider_stats = riders_done.map(|d| d.finish()).map(|mut s| {
+            s.wait_ns = waited;
+            s
+        });
         let mut early = Vec::new();
         self.attach_tx_stamps(&mut sends, &mut early);
         let mut hops = HopMatcher::new(self.proto.session(), train, first_seq, sent(spec, &sends));
@@ -225,6 +234,9 @@ impl Session {
             &sends,
             arrived.as_ref().map(|(a, t)| (&a[..], *t)),
         );
+        if let Some(s) = rider_stats.filter(|s| s.skipped_probes > 0) {
+            result.shortened(s.skipped_probes as usize);
+        }
         result.riders = rider_stats;
         self.collect_hops(&mut hops);
         attach_hops(&mut result, spec, hops);
@@ -450,6 +462,18 @@ impl PeerCapture {
             Err(RecvError::Io(e)) => Err(Error::io(format!("read from {}", self.peer), e)),
         }
     }
+}
+
+/// Rider bytes each probe of a train can hold: the padding once the rider descriptor and tag
+/// are in (0 for a probe that may not carry).
+fn rider_padding(spec: &TrainSpec) -> Vec<usize> {
+    spec.probes
+        .iter()
+        .map(|p| match p.may_carry {
+            true => (p.size as usize).saturating_sub(mgrp_wire::probe::header_len(Some(0))),
+            false => 0,
+        })
+        .collect()
 }
 
 /// What the matcher needs of each probe as it left.

@@ -135,6 +135,15 @@ fn try_realtime() -> bool {
 pub use mgrp_clock::cpu::avoid_pacer_cpu;
 use mgrp_clock::cpu::pin_to_pacer_cpu;
 
+/// The record of a probe that did not leave.
+fn unsent() -> SendRecord {
+    SendRecord {
+        mono_ns: None,
+        real_ns: WallNs(realtime_ns()),
+        kernel_ns: None,
+    }
+}
+
 fn run(rx: Receiver<Job>) {
     tighten_timer_slack();
     pin_to_pacer_cpu();
@@ -144,6 +153,12 @@ fn run(rx: Receiver<Job>) {
         let mut ttl_now: Option<u8> = None;
         let v6 = job.sock.local_addr().is_ok_and(|a| a.is_ipv6());
         for (i, pkt) in job.packets.iter_mut().enumerate() {
+            // An elastic train that ended early: the rest stay home, without waiting for them.
+            if let Some(r) = job.riders.as_mut().filter(|r| r.ended()) {
+                r.fill(i, pkt);
+                records.push(unsent());
+                continue;
+            }
             let due = job.due_ns[i];
             let want_ttl = job.ttls[i];
             if want_ttl != ttl_now {
@@ -157,7 +172,10 @@ fn run(rx: Receiver<Job>) {
             }
             // Fill before the spin: the rider's cost comes out of the wait, not the gap.
             if let Some(r) = job.riders.as_mut() {
-                r.fill(i, pkt);
+                if !r.fill(i, pkt) {
+                    records.push(unsent());
+                    continue;
+                }
             }
             while now_ns() < due {
                 std::hint::spin_loop();

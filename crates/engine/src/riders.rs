@@ -12,6 +12,8 @@
 use crate::auth::{Key, RiderTagInput};
 use crate::Error;
 use mgrp_riders::buffer::{BufferConfig, Expired, Packet, PayloadBuffer, RiderChunk};
+pub use mgrp_riders::elastic::ElasticConfig;
+use mgrp_riders::elastic::{self, ArrivalRate, ElasticTrain, Supply};
 use mgrp_riders::reassembly::{Reassembler, ReassemblyConfig};
 use mgrp_shim::ip::Ipv4Info;
 use mgrp_shim::raw::RawSender;
@@ -24,6 +26,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// Ethernet header bytes a packet carries on the wire beyond its IP packet.
+const ETH_HLEN: u64 = 14;
 
 /// Largest standalone fragment: with its header it stays within one 1500-byte MTU datagram.
 const STANDALONE_CHUNK: usize = 1400;
@@ -38,6 +43,9 @@ pub struct RiderConfig {
     pub hold: Duration,
     /// Share of each train, from its start, whose probes may carry riders (the seed's ratio).
     pub ratio: f64,
+    /// Elastic probing (seed 000 §8.3): trains wait (bounded) for riders and end early when
+    /// none are left; `None`: trains leave as planned.
+    pub elastic: Option<ElasticConfig>,
 }
 
 impl Default for RiderConfig {
@@ -47,6 +55,7 @@ impl Default for RiderConfig {
             opt_in: Vec::new(),
             hold: Duration::from_millis(10),
             ratio: 1.0,
+            elastic: None,
         }
     }
 }
@@ -79,6 +88,14 @@ mgrp_counters::counters! {
         send_errors,
         /// Standalone fragments with no session to their destination (dropped)
         no_session,
+        /// Probes elastic trains left out (no rider was waiting for them)
+        elastic_skipped,
+        /// Bytes of those probes (never sent)
+        elastic_skipped_bytes,
+        /// Trains that waited for riders before they started
+        elastic_waits,
+        /// Time trains waited for riders, µs
+        elastic_wait_us,
     }
 }
 
@@ -113,8 +130,45 @@ struct SendShared {
     links: Mutex<HashMap<Ipv4Addr, Arc<Link>>>,
     counters: SendCounters,
     ratio: f64,
+    elastic: Option<ElasticConfig>,
+    /// Per destination: what the host sent to it and what of that went on the path.
+    flows: Mutex<HashMap<IpAddr, DstFlow>>,
     stop: AtomicBool,
 }
+
+/// The host's traffic to one destination, in wire bytes (Ethernet header included).
+#[derive(Default)]
+struct DstFlow {
+    /// Recent rate (kept when trains are elastic).
+    rate: ArrivalRate,
+    /// Everything the host handed to the shim, cumulative.
+    arrived: u64,
+    /// What left on the path outside probes: normal sends and standalone fragments.
+    out: u64,
+}
+
+impl SendShared {
+    fn flow(&self, dst: IpAddr, f: impl FnOnce(&mut DstFlow)) {
+        if let Ok(mut m) = self.flows.lock() {
+            if m.len() >= MAX_RATE_DSTS && !m.contains_key(&dst) {
+                m.clear();
+            }
+            f(m.entry(dst).or_default());
+        }
+    }
+
+    /// (arrived, out) for `dst` so far.
+    fn flow_totals(&self, dst: IpAddr) -> (u64, u64) {
+        self.flows
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&dst).map(|f| (f.arrived, f.out)))
+            .unwrap_or((0, 0))
+    }
+}
+
+/// Destinations whose rate is tracked at most; beyond it the table starts over.
+const MAX_RATE_DSTS: usize = 4096;
 
 /// The sender's side: owns the TUN, the routing that feeds it, the buffer and its thread.
 pub struct RiderSender {
@@ -132,6 +186,9 @@ impl RiderSender {
         if !(0.0..=1.0).contains(&cfg.ratio) {
             return Err(Error::BadInput("rider ratio must be 0..=1".into()));
         }
+        if let Some(e) = &cfg.elastic {
+            e.validate().map_err(Error::BadInput)?;
+        }
         let tun = Tun::open(&cfg.dev).map_err(|e| Error::BadInput(e.to_string()))?;
         let routing =
             Routing::install(&cfg.dev, &cfg.opt_in).map_err(|e| Error::BadInput(e.to_string()))?;
@@ -147,6 +204,8 @@ impl RiderSender {
             links: Mutex::new(HashMap::new()),
             counters: SendCounters::default(),
             ratio: cfg.ratio,
+            elastic: cfg.elastic,
+            flows: Mutex::new(HashMap::new()),
             stop: AtomicBool::new(false),
         });
         let s = shared.clone();
@@ -207,6 +266,56 @@ impl RiderSender {
         }
     }
 
+    /// Elastic trains: before a train to `dst` whose probes hold `padding_bytes` of riders over
+    /// `train_ns`, wait (bounded) until what is held and what the host will send during the
+    /// train fill it. Returns how long it waited (0 when trains are not elastic).
+    pub(crate) fn await_riders(&self, dst: Ipv4Addr, padding: &[usize], train_ns: u64) -> u64 {
+        let Some(cfg) = self.shared.elastic else {
+            return 0;
+        };
+        let padding_bytes = padding.iter().sum();
+        let mandatory_padding_bytes = padding.iter().take(cfg.mandatory(padding.len())).sum();
+        let since = mgrp_clock::now_ns();
+        // Hold what arrives while we wait.
+        self.expect(dst, since + cfg.max_wait_ns);
+        let d = IpAddr::V4(dst);
+        loop {
+            let now = mgrp_clock::now_ns();
+            let host_bytes_per_s = self
+                .shared
+                .flows
+                .lock()
+                .ok()
+                .and_then(|mut r| r.get_mut(&d).map(|f| f.rate.bytes_per_s(now)))
+                .unwrap_or(0.0);
+            let Some((held_bytes, oldest_deadline_ns)) =
+                self.shared.buffer.lock().ok().map(|b| b.held_for(d))
+            else {
+                return 0;
+            };
+            let supply = Supply {
+                padding_bytes,
+                mandatory_padding_bytes,
+                train_ns,
+                held_bytes,
+                host_bytes_per_s,
+                oldest_deadline_ns,
+            };
+            match elastic::start_after(&cfg, now, since, &supply) {
+                Some(t) => mgrp_clock::sleep_until(t),
+                None => break,
+            }
+        }
+        let waited = mgrp_clock::now_ns() - since;
+        if waited > 0 {
+            let k = &self.shared.counters;
+            k.elastic_waits.fetch_add(1, Ordering::Relaxed);
+            k.elastic_wait_us
+                .fetch_add(waited / 1000, Ordering::Relaxed);
+        }
+        waited
+    }
+
     /// A train of `planned_ns` to `dst` starts at `start_ns` (monotonic): hold packets for it,
     /// and return the filler the pacer calls for each probe.
     pub(crate) fn train(
@@ -221,6 +330,7 @@ impl RiderSender {
             b.expect_train(IpAddr::V4(dst), now, start_ns + planned_ns + 1_000_000);
         }
         let n = carry.len();
+        let at_first = Arc::new(Mutex::new(None));
         let allowed = (self.shared.ratio * n as f64).ceil() as usize;
         let stats = Arc::new(Mutex::new(TrainRiderStats::default()));
         (
@@ -233,12 +343,18 @@ impl RiderSender {
                     .enumerate()
                     .map(|(i, c)| c && i < allowed)
                     .collect(),
+                at_first: at_first.clone(),
+                elastic: match &self.shared.elastic {
+                    Some(cfg) => ElasticTrain::new(cfg, n),
+                    None => ElasticTrain::rigid(),
+                },
                 stats: stats.clone(),
             },
             TrainRidersDone {
                 shared: self.shared.clone(),
                 dst,
                 stats,
+                at_first,
             },
         )
     }
@@ -259,6 +375,9 @@ pub struct TrainRiders {
     dst: Ipv4Addr,
     window: (u64, u64),
     carry: Vec<bool>,
+    /// The host's (arrived, out) totals as the first probe left.
+    at_first: Arc<Mutex<Option<(u64, u64)>>>,
+    elastic: ElasticTrain,
     stats: Arc<Mutex<TrainRiderStats>>,
 }
 
@@ -267,16 +386,34 @@ pub(crate) struct TrainRidersDone {
     shared: Arc<SendShared>,
     dst: Ipv4Addr,
     stats: Arc<Mutex<TrainRiderStats>>,
+    at_first: Arc<Mutex<Option<(u64, u64)>>>,
 }
 
 impl TrainRiders {
+    /// The train was cut short (elastic): the rest of its probes stay home.
+    pub fn ended(&self) -> bool {
+        self.elastic.ended_at().is_some()
+    }
+
     /// Put a rider into probe `index` (encoded in `pkt`) if one is waiting; the probe's size
-    /// never changes.
-    pub fn fill(&mut self, index: usize, pkt: &mut [u8]) {
-        if !self.carry.get(index).copied().unwrap_or(false) {
-            return;
+    /// never changes. Whether the probe leaves: an elastic train ends at the first probe past
+    /// its mandatory prefix that no rider is waiting for.
+    pub fn fill(&mut self, index: usize, pkt: &mut [u8]) -> bool {
+        if index == 0 {
+            if let Ok(mut a) = self.at_first.lock() {
+                *a = Some(self.shared.flow_totals(IpAddr::V4(self.dst)));
+            }
         }
-        let Ok(p) = probe::decode(pkt) else { return };
+        if self.ended() {
+            self.skipped(pkt.len());
+            return false;
+        }
+        if !self.carry.get(index).copied().unwrap_or(false) {
+            return true;
+        }
+        let Ok(p) = probe::decode(pkt) else {
+            return true;
+        };
         let header = p.header;
         // What the padding leaves once the rider descriptor and tag are in.
         let space = pkt.len().saturating_sub(probe::header_len(Some(0)));
@@ -285,6 +422,10 @@ impl TrainRiders {
             Ok(mut b) => b.take_rider(now, IpAddr::V4(self.dst), space),
             Err(_) => None,
         };
+        if !self.elastic.leaves(index, chunk.is_some()) {
+            self.skipped(pkt.len());
+            return false;
+        }
         let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         let Some(c) = chunk else {
             stats.empty_probes += 1;
@@ -292,7 +433,7 @@ impl TrainRiders {
             let k = &self.shared.counters;
             k.empty_probes.fetch_add(1, Ordering::Relaxed);
             k.empty_bytes.fetch_add(pkt.len() as u64, Ordering::Relaxed);
-            return;
+            return true;
         };
         let rider = tagged(&self.shared.key, &header, &c);
         let size = pkt.len();
@@ -301,23 +442,45 @@ impl TrainRiders {
             ..header
         };
         if probe::encode(&h, Some(&rider), size, pkt).is_err() {
-            return;
+            return true;
         }
         stats.chunks += 1;
         stats.bytes += c.data.len() as u64;
         if (self.window.0..=self.window.1).contains(&c.enqueued_ns) {
-            stats.competing_bytes += c.data.len() as u64;
+            stats.in_window_bytes += c.data.len() as u64;
         }
         let k = &self.shared.counters;
         k.rider_chunks.fetch_add(1, Ordering::Relaxed);
         k.rider_bytes
             .fetch_add(c.data.len() as u64, Ordering::Relaxed);
+        true
+    }
+
+    fn skipped(&self, bytes: usize) {
+        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        stats.skipped_probes += 1;
+        stats.skipped_bytes += bytes as u64;
+        let k = &self.shared.counters;
+        k.elastic_skipped.fetch_add(1, Ordering::Relaxed);
+        k.elastic_skipped_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 }
 
 impl TrainRidersDone {
     /// The train has gone: the rest of a partly carried packet leaves standalone now.
     pub(crate) fn finish(&self) -> TrainRiderStats {
+        // Competing bytes: what the host sent while the train was out that did not cross the
+        // path beside it — it rode, or is still held and crosses after the train. (Counting
+        // only riders that arrived during the train misses those held past its end, behind
+        // the backlog that rode first: they too are load the train did not meet.)
+        let end = self.shared.flow_totals(IpAddr::V4(self.dst));
+        let start = self.at_first.lock().ok().and_then(|a| *a);
+        let competing = start.map_or(0, |(arrived, out)| {
+            let arrived = end.0.saturating_sub(arrived);
+            let out = end.1.saturating_sub(out);
+            arrived.saturating_sub(out)
+        });
         let chunks = match self.shared.buffer.lock() {
             Ok(mut b) => b.end_train(mgrp_clock::now_ns(), IpAddr::V4(self.dst), STANDALONE_CHUNK),
             Err(_) => Vec::new(),
@@ -328,6 +491,7 @@ impl TrainRidersDone {
         }
         let mut s = *self.stats.lock().unwrap_or_else(|e| e.into_inner());
         s.standalone_fragments += n;
+        s.competing_bytes = competing;
         s
     }
 }
@@ -385,10 +549,14 @@ fn send_standalone(s: &SendShared, dst: Ipv4Addr, c: &RiderChunk) {
     k.standalone_fragments.fetch_add(1, Ordering::Relaxed);
     k.standalone_bytes
         .fetch_add(c.data.len() as u64, Ordering::Relaxed);
+    // On the wire: Ethernet, IP and UDP headers, the MGRP header, descriptor and tag.
+    let wire = (size + 42) as u64;
+    s.flow(IpAddr::V4(dst), |f| f.out += wire);
 }
 
-fn send_normally(s: &SendShared, pkt: &[u8], counter: &AtomicU64) {
+fn send_normally(s: &SendShared, dst: IpAddr, pkt: &[u8], counter: &AtomicU64) {
     if s.raw.send(pkt).is_ok() {
+        s.flow(dst, |f| f.out += pkt.len() as u64 + ETH_HLEN);
         counter.fetch_add(1, Ordering::Relaxed);
     } else {
         s.counters.send_errors.fetch_add(1, Ordering::Relaxed);
@@ -418,6 +586,13 @@ fn tun_loop(tun: &Tun, s: &SendShared) {
                 k.not_ipv4.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
+            let elastic = s.elastic.is_some();
+            s.flow(IpAddr::V4(info.dst), |f| {
+                f.arrived += info.len as u64 + ETH_HLEN;
+                if elastic {
+                    f.rate.push(mgrp_clock::now_ns(), info.len);
+                }
+            });
             let pkt = Packet {
                 dst: IpAddr::V4(info.dst),
                 proto: info.proto,
@@ -429,7 +604,7 @@ fn tun_loop(tun: &Tun, s: &SendShared) {
                 Err(_) => Some(pkt),
             };
             if let Some(p) = back {
-                send_normally(s, &p.data, &k.passed_through);
+                send_normally(s, p.dst, &p.data, &k.passed_through);
             }
         }
         let expired = match s.buffer.lock() {
@@ -438,7 +613,7 @@ fn tun_loop(tun: &Tun, s: &SendShared) {
         };
         for e in expired {
             match e {
-                Expired::Whole(p) => send_normally(s, &p.data, &k.expired_whole),
+                Expired::Whole(p) => send_normally(s, p.dst, &p.data, &k.expired_whole),
                 Expired::Fragment(c) => {
                     if let IpAddr::V4(d) = c.dst {
                         send_standalone(s, d, &c)

@@ -26,6 +26,19 @@ pub struct FluidPath {
     pub dropped_probes: u64,
     /// Trains sent so far (the next train's id).
     trains: u32,
+    /// The host's traffic riding in the train being sent ([`FluidPath::send_train_riding`]).
+    riding: Option<Riding>,
+}
+
+/// Cross frames that ride in a train's probes instead of crossing the bottleneck: a token
+/// bucket filled at the riding rate from the train's first probe, holding at most T = 10 ms of
+/// it (what a payload buffer would hold).
+struct Riding {
+    rate_bps: f64,
+    from_ns: u64,
+    last_ns: u64,
+    credit_bytes: f64,
+    rode_bytes: f64,
 }
 
 impl FluidPath {
@@ -65,6 +78,7 @@ impl FluidPath {
             now_ns: 0,
             dropped_cross: 0,
             dropped_probes: 0,
+            riding: None,
         };
         path.next_cross = path.cross.as_mut().and_then(|s| s.next());
         Ok(path)
@@ -90,7 +104,26 @@ impl FluidPath {
 
     fn cross_until(&mut self, t: u64) {
         while let Some(c) = self.next_cross.filter(|c| *c <= t) {
-            if self.enqueue(c, self.cross_frame_bytes).is_none() {
+            let frame = self.cross_frame_bytes;
+            let rides = self.riding.as_mut().is_some_and(|r| {
+                if c < r.from_ns {
+                    return false;
+                }
+                let filled = r.rate_bps * c.saturating_sub(r.last_ns) as f64 / 8e9;
+                r.credit_bytes = (r.credit_bytes + filled).min(r.rate_bps * 0.01 / 8.0 + frame);
+                r.last_ns = r.last_ns.max(c);
+                let ok = r.credit_bytes >= frame;
+                if ok {
+                    r.credit_bytes -= frame;
+                    r.rode_bytes += frame;
+                }
+                ok
+            });
+            if rides {
+                self.next_cross = self.cross.as_mut().and_then(|s| s.next());
+                continue;
+            }
+            if self.enqueue(c, frame).is_none() {
                 self.dropped_cross += 1;
             }
             self.next_cross = self.cross.as_mut().and_then(|s| s.next());
@@ -132,6 +165,28 @@ impl FluidPath {
             &sends,
             Some((&arrivals, false)),
         )
+    }
+
+    /// [`FluidPath::send_train`] with riders: cross traffic (standing for the host's own) rides
+    /// in the probes at up to `riding_bps` while the train is sent, instead of crossing the
+    /// bottleneck. Returns the result and the bytes that rode (the train's competing bytes).
+    pub fn send_train_riding(
+        &mut self,
+        start_ns: u64,
+        train: &TrainSpec,
+        riding_bps: f64,
+    ) -> (TrainResult, u64) {
+        let start = start_ns.max(self.now_ns);
+        self.riding = Some(Riding {
+            rate_bps: riding_bps.max(0.0),
+            from_ns: start,
+            last_ns: start,
+            credit_bytes: 0.0,
+            rode_bytes: 0.0,
+        });
+        let r = self.send_train(start, train);
+        let rode = self.riding.take().map_or(0.0, |r| r.rode_bytes);
+        (r, rode as u64)
     }
 
     /// Let time pass to `t` (cross traffic keeps arriving).

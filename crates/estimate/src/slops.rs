@@ -151,16 +151,19 @@ pub struct Slops {
 /// Consecutive re-sends of a mis-paced stream before it is used anyway.
 const MAX_RESENDS: u32 = 3;
 
+/// The stream's actual send duration over its planned one, over the probes that left (a
+/// stream an elastic sender ended early, riders having run out, kept its rate).
+fn send_ratio(obs: &TrainResult) -> Option<f64> {
+    let first = obs.probes.iter().find(|p| p.sent_ns.is_some())?;
+    let last = obs.probes.iter().rev().find(|p| p.sent_ns.is_some())?;
+    let planned = last.intended_ns.checked_sub(first.intended_ns)?;
+    let actual = last.sent_ns?.checked_sub(first.sent_ns?)?;
+    (planned > 0).then(|| actual as f64 / planned as f64)
+}
+
 /// The stream's actual send duration strayed more than 5% from the planned one.
-fn stream_mispaced(obs: &TrainResult, planned_ns: u64) -> bool {
-    let first = obs.probes.iter().find_map(|p| p.sent_ns);
-    let last = obs.probes.iter().rev().find_map(|p| p.sent_ns);
-    match (first, last) {
-        (Some(a), Some(b)) if planned_ns > 0 => {
-            ((b - a) as f64 / planned_ns as f64 - 1.0).abs() > 0.05
-        }
-        _ => true,
-    }
+fn stream_mispaced(obs: &TrainResult) -> bool {
+    send_ratio(obs).is_none_or(|r| (r - 1.0).abs() > 0.05)
 }
 
 impl Slops {
@@ -476,8 +479,8 @@ impl Estimator for Slops {
         // where its actual rate makes the verdict stronger: rising delays at a lower rate than
         // asked, or flat ones at a higher rate. Otherwise send it again, a few times at most
         // (pathload discards such streams).
-        if stream_mispaced(obs, duration) && self.resends < MAX_RESENDS {
-            let slower = obs.stats.actual_ns.is_some_and(|a| a >= duration);
+        if stream_mispaced(obs) && self.resends < MAX_RESENDS {
+            let slower = send_ratio(obs).is_some_and(|r| r >= 1.0);
             let usable = matches!(
                 (trend, slower),
                 (Trend::Increasing, true) | (Trend::NotIncreasing, false)
@@ -637,11 +640,45 @@ mod tests {
         assert_eq!(fast.quality.method, "slops-fast");
     }
 
+    /// An elastic sender ended the stream after 40 of its 100 probes (no riders left): the
+    /// probes that left kept the stream's rate, so it is evidence, not a mis-paced stream.
+    #[test]
+    fn streams_ended_early_count_at_their_rate() {
+        let mut s = Slops::new(SlopsParams::for_capacity(10e6, Pace::Fast));
+        let t = s.poll_train(0).unwrap();
+        let sends: Vec<_> = t
+            .offsets()
+            .iter()
+            .enumerate()
+            .map(|(i, o)| mgrp_train::SendRecord {
+                mono_ns: (i < 40).then_some(mgrp_train::MonoNs(*o)),
+                ..Default::default()
+            })
+            .collect();
+        let arrivals: Vec<_> = (0..40)
+            .map(|i| mgrp_train::Arrival {
+                index: i as u16,
+                size: t.probes[0].size,
+                rx_ns: mgrp_train::WallNs(t.offsets()[i] + 1000),
+            })
+            .collect();
+        let obs = TrainResult::assemble(
+            1,
+            "test".into(),
+            &t,
+            mgrp_train::MonoNs(0),
+            &sends,
+            Some((&arrivals, false)),
+        );
+        assert!(!stream_mispaced(&obs));
+        s.handle_train(1, &obs);
+        assert_eq!((s.streams, s.not, s.resends), (1, 1, 0));
+    }
+
     #[test]
     fn mispaced_streams_are_sent_again() {
         let mut s = Slops::new(SlopsParams::for_capacity(10e6, Pace::Fast));
         let t = s.poll_train(0).unwrap();
-        let planned = *t.offsets().last().unwrap();
         // Sent at half the rate: the whole stream took twice as long.
         let sends: Vec<_> = t
             .offsets()
@@ -670,7 +707,7 @@ mod tests {
             Some((&arrivals, false)),
         );
         obs.stats.flagged = true;
-        assert!(stream_mispaced(&obs, planned));
+        assert!(stream_mispaced(&obs));
         s.handle_train(1, &obs);
         assert_eq!((s.streams, s.resends), (0, 1));
         assert_eq!(s.poll_train(1), Some(t.clone()), "the same stream again");

@@ -8,6 +8,7 @@ use crate::{Error, Hooks, Result};
 use mgrp_engine::auth::Key;
 use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
+pub use mgrp_engine::riders::ElasticConfig;
 use mgrp_engine::riders::{RiderConfig, RiderSender};
 use mgrp_engine::run::run_estimator;
 use mgrp_engine::train::TrainSpec;
@@ -28,6 +29,10 @@ use std::time::{Duration, Instant};
 
 const SOURCE_PORT: u16 = 5300;
 const SOURCE_BPS: f64 = 4e6;
+/// The source's rate on the bottleneck (full-size segments: 1448 bytes of payload in 1514 on
+/// the wire), the unit of the truth's counters and of the estimates; the truth uses the rate
+/// the source achieved over each measurement, this where none was sampled.
+const SOURCE_WIRE_BPS: f64 = SOURCE_BPS * 1514.0 / 1448.0;
 
 #[derive(Debug, Clone)]
 pub struct RidersConfig {
@@ -44,6 +49,10 @@ pub struct RidersConfig {
     pub ratio: f64,
     /// Give up a SLoPS measurement after this long (the seed's 60 s timeout).
     pub timeout: Duration,
+    /// Also run riders on with elastic trains (seed 000 §8.3) configured so.
+    pub elastic: Option<ElasticConfig>,
+    /// Runs of each configuration.
+    pub runs: usize,
 }
 
 #[derive(Serialize, Clone, Default)]
@@ -51,6 +60,10 @@ pub struct Row {
     pub cross: String,
     pub probe: String,
     pub riders: bool,
+    /// Riders on with elastic trains.
+    pub elastic: bool,
+    /// Which run of the configuration (from 1).
+    pub run: usize,
     pub secs: f64,
     /// Bytes of probes that carried no rider (the seed's "probe (nopbk)"): with riders off, every
     /// probe byte.
@@ -76,6 +89,14 @@ pub struct Row {
     /// Median delay riders and held packets spent in the payload buffer, µs.
     pub buffer_delay_p50_us: Option<f64>,
     pub buffer_delay_p99_us: Option<f64>,
+    /// Probes elastic trains left out, and their bytes (never sent; not in `probe_bytes`).
+    pub skipped_probes: u64,
+    pub skipped_bytes: u64,
+    /// Time elastic trains waited for riders, in all.
+    pub wait_ms: f64,
+    /// Per completed measurement: |estimate − truth| / truth, adjusted and not (to pool runs).
+    pub errs_adjusted: Vec<f64>,
+    pub errs_unadjusted: Vec<f64>,
 }
 
 /// The seed's pktrain configurations (seed 002 Table 1): size, probes, gap, train gap.
@@ -102,6 +123,8 @@ struct ProbeOutcome {
     rider_bytes: u64,
     padding_bytes: u64,
     standalone: u64,
+    skipped: (u64, u64),
+    wait_us: u64,
     measurements: Vec<Measured>,
     delay_us: (Option<f64>, Option<f64>),
 }
@@ -127,6 +150,8 @@ fn probe_loop(
         rider_bytes: 0,
         padding_bytes: 0,
         standalone: 0,
+        skipped: (0, 0),
+        wait_us: 0,
         measurements: Vec::new(),
         delay_us: (None, None),
     };
@@ -193,6 +218,14 @@ fn probe_loop(
         out.empty_bytes = c.empty_bytes;
         out.rider_bytes = c.rider_bytes;
         out.standalone = c.standalone_fragments;
+        // Probes an elastic train left out were asked for, not sent.
+        out.skipped = (c.elastic_skipped, c.elastic_skipped_bytes);
+        out.wait_us = c.elastic_wait_us;
+        out.probe_bytes = out.probe_bytes.saturating_sub(c.elastic_skipped_bytes);
+        out.padding_bytes = out.padding_bytes.saturating_sub(
+            c.elastic_skipped_bytes
+                .saturating_sub(c.elastic_skipped * header),
+        );
         if let Some(b) = r.buffer_counters() {
             out.delay_us = (b.delay_quantile_us(0.5), b.delay_quantile_us(0.99));
         }
@@ -234,13 +267,23 @@ impl<E: Estimator> Estimator for Counted<'_, E> {
     }
 }
 
+/// Riders off, on, or on with elastic trains.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Off,
+    On,
+    Elastic,
+}
+
 fn run_one(
     a: &RidersConfig,
     cross: &str,
     probe: &str,
-    riders_on: bool,
+    mode: Mode,
+    run: usize,
     hooks: Hooks,
 ) -> Result<Row> {
+    let riders_on = mode != Mode::Off;
     let tb = Testbed::up(
         TestbedConfig {
             capacity_bps: 10_000_000,
@@ -257,6 +300,11 @@ fn run_one(
             opt_in: vec![OptIn::TcpPort(SOURCE_PORT)],
             hold: a.hold,
             ratio: a.ratio,
+            elastic: if mode == Mode::Elastic {
+                a.elastic
+            } else {
+                None
+            },
             ..RiderConfig::default()
         };
         let k = key.clone();
@@ -333,15 +381,23 @@ fn run_one(
         probe_loop(&p, listen, &k, rs, &st, timeout)
             .map_err(|e| mgrp_testbed::Error::Setup(format!("{e:#}")))
     })?;
-    // Source throughput in 1 s bins, at the receiver.
+    // Source throughput in 1 s bins at the receiver, and its delivered bytes every 100 ms
+    // (for the truth over each measurement).
     let mut bins = Vec::new();
+    let mut delivered: Vec<(u64, u64)> =
+        vec![(mgrp_testbed::clock::now_ns(), source.received_bytes())];
     let mut last = source.received_bytes();
     let end = Instant::now() + Duration::from_secs_f64(secs);
+    let mut tick = 0u32;
     while Instant::now() < end && !hooks.stopped() {
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_millis(100));
         let now = source.received_bytes();
-        bins.push((now - last) as f64 * 8.0);
-        last = now;
+        delivered.push((mgrp_testbed::clock::now_ns(), now));
+        tick += 1;
+        if tick % 10 == 0 {
+            bins.push((now - last) as f64 * 8.0);
+            last = now;
+        }
     }
     stop.store(true, Ordering::Relaxed);
     let outcome = prober
@@ -369,7 +425,11 @@ fn run_one(
         durations.push((m.end_ns - m.start_ns) as f64 / 1e9);
         // Truth: what the path had left beside cross traffic and the source.
         if let Some(w) = truth.window(m.start_ns, m.end_ns) {
-            let t = (w.avail_bps - SOURCE_BPS).max(0.05 * 10e6);
+            // The source's own rate over the measurement, as delivered (it falls behind when
+            // streams fill the queue, and catches up later).
+            let source = delivered_rate(&delivered, m.start_ns, m.end_ns)
+                .map_or(SOURCE_WIRE_BPS, |r| r * 1514.0 / 1448.0);
+            let t = (w.avail_bps - source).max(0.05 * 10e6);
             if std::env::var_os("MGRP_DEBUG").is_some() {
                 hooks.say(&format!(
                     "measurement {:.1}s: adjusted {:?} unadjusted {:?} truth {t:.0} (A {:.0}, cross {:.0}, fg {:.0})\n",
@@ -394,6 +454,8 @@ fn run_one(
         cross: cross.into(),
         probe: probe.into(),
         riders: riders_on,
+        elastic: mode == Mode::Elastic,
+        run,
         secs,
         probe_only_bytes: outcome.empty_bytes,
         overhead_bytes: outcome.probe_bytes.saturating_sub(outcome.rider_bytes),
@@ -411,6 +473,11 @@ fn run_one(
         err_unadjusted: quantile(&errs_raw, 0.5),
         buffer_delay_p50_us: outcome.delay_us.0,
         buffer_delay_p99_us: outcome.delay_us.1,
+        skipped_probes: outcome.skipped.0,
+        skipped_bytes: outcome.skipped.1,
+        wait_ms: outcome.wait_us as f64 / 1e3,
+        errs_adjusted: errs_adj,
+        errs_unadjusted: errs_raw,
     })
 }
 
@@ -420,32 +487,56 @@ impl RidersConfig {
             (1.0..=600.0).contains(&self.step_secs),
             "--step-secs must be 1..=600",
         )?;
-        crate::ensure((0.0..=1.0).contains(&self.ratio), "--ratio must be 0..=1")
+        crate::ensure((0.0..=1.0).contains(&self.ratio), "--ratio must be 0..=1")?;
+        crate::ensure((1..=50).contains(&self.runs), "--runs must be 1..=50")?;
+        if let Some(e) = &self.elastic {
+            e.validate().map_err(Error::Config)?;
+        }
+        Ok(())
     }
 }
 
-/// Every cross × probe pair, riders off then on; stops (with the rows so far) when told to.
+/// Every cross × probe pair, riders off, on (and elastic), `runs` times, runs interleaved;
+/// stops (with the rows so far) when told to.
 pub fn run(a: &RidersConfig, hooks: Hooks) -> Result<Vec<Row>> {
     a.check()?;
     let mut rows = Vec::new();
-    let total = a.cross.len() * a.probes.len() * 2;
-    for cross in &a.cross {
-        for probe in &a.probes {
-            for on in [false, true] {
-                if hooks.stopped() {
-                    break;
+    let modes: &[Mode] = if a.elastic.is_some() {
+        &[Mode::Off, Mode::On, Mode::Elastic]
+    } else {
+        &[Mode::Off, Mode::On]
+    };
+    let total = a.cross.len() * a.probes.len() * modes.len() * a.runs;
+    for run in 1..=a.runs {
+        for cross in &a.cross {
+            for probe in &a.probes {
+                for &mode in modes {
+                    if hooks.stopped() {
+                        return Ok(rows);
+                    }
+                    hooks.say(&format!(
+                        "[{}/{total}] run {run}: {cross} × {probe}, riders {} ({:.0} s)\n",
+                        rows.len() + 1,
+                        match mode {
+                            Mode::Off => "off",
+                            Mode::On => "on",
+                            Mode::Elastic => "on, elastic",
+                        },
+                        a.step_secs * 6.0
+                    ));
+                    rows.push(run_one(a, cross, probe, mode, run, hooks)?);
                 }
-                hooks.say(&format!(
-                    "[{}/{total}] {cross} × {probe}, riders {} ({:.0} s)\n",
-                    rows.len() + 1,
-                    if on { "on" } else { "off" },
-                    a.step_secs * 6.0
-                ));
-                rows.push(run_one(a, cross, probe, on, hooks)?);
             }
         }
     }
     Ok(rows)
+}
+
+/// Bits per second delivered between the samples nearest `from_ns` and `to_ns`.
+fn delivered_rate(samples: &[(u64, u64)], from_ns: u64, to_ns: u64) -> Option<f64> {
+    let near = |t: u64| samples.iter().min_by_key(|s| s.0.abs_diff(t)).copied();
+    let (a, b) = (near(from_ns)?, near(to_ns)?);
+    (b.0 > a.0).then(|| b.1.saturating_sub(a.1) as f64 * 8e9 / (b.0 - a.0) as f64)
 }
 
 fn cfg_err(e: impl std::fmt::Display) -> Error {

@@ -521,6 +521,14 @@ impl PayloadBuffer {
             .min()
     }
 
+    /// Bytes held for `dst` still to carry, and the deadline of its oldest held packet.
+    pub fn held_for(&self, dst: IpAddr) -> (usize, Option<u64>) {
+        self.queues.get(&dst).map_or((0, None), |q| {
+            let bytes = q.iter().map(|h| h.data.len() - h.sent).sum();
+            (bytes, q.front().map(|h| h.deadline_ns))
+        })
+    }
+
     pub fn held_packets(&self) -> usize {
         self.held_packets
     }

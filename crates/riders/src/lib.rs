@@ -12,6 +12,7 @@
 //! is counted.
 
 pub mod buffer;
+pub mod elastic;
 pub mod reassembly;
 
 pub use buffer::{

@@ -146,14 +146,28 @@ pub struct TrainStats {
 pub struct TrainRiderStats {
     pub chunks: u32,
     pub bytes: u64,
-    /// Rider bytes that would have crossed the path during the train anyway (they entered the
-    /// buffer within the train's planned window): estimators subtract them.
+    /// The host's traffic that would have crossed the path during the train and did not: what
+    /// it sent while the train was out, less what of it (or of older held packets) left on the
+    /// path beside the train; wire bytes. Estimators subtract its rate.
     pub competing_bytes: u64,
+    /// Rider bytes that entered the buffer during the train (the seed's competing rule, which
+    /// misses packets held past the train's end).
+    #[serde(default)]
+    pub in_window_bytes: u64,
     pub empty_probes: u32,
     /// Bytes of the probes that could carry a rider and left empty: the measurement's own
     /// cost (the seed's "probe (nopbk)" bytes).
     pub empty_bytes: u64,
     pub standalone_fragments: u32,
+    /// Probes an elastic train left out (it ended early: no rider was waiting for them), and
+    /// their bytes: probe bytes not sent at all.
+    #[serde(default)]
+    pub skipped_probes: u32,
+    #[serde(default)]
+    pub skipped_bytes: u64,
+    /// How long the train waited for riders before it started, ns.
+    #[serde(default)]
+    pub wait_ns: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -276,6 +290,18 @@ impl TrainResult {
             },
             probes,
         }
+    }
+
+    /// The last `skipped` probes were left out on purpose (an elastic train ended early): they
+    /// are neither send errors nor a reason to flag the train, whose probes kept their times.
+    pub fn shortened(&mut self, skipped: usize) {
+        let s = &mut self.stats;
+        s.send_errors = s.send_errors.saturating_sub(skipped);
+        let strayed = s.span_error.is_some_and(|w| w > SPAN_TOLERANCE)
+            || s.window_span_error.is_some_and(|w| w > WINDOW_TOLERANCE);
+        let judged = s.tx_gap_error.or(s.gap_error);
+        let p99_over = s.tolerance_ns > 0 && judged.is_some_and(|q| q.p99 > s.tolerance_ns as f64);
+        s.flagged = strayed || p99_over || s.send_errors > 0;
     }
 
     /// Receive rate over the train: bits of probes 2..n over the first-to-last receive time.
@@ -427,6 +453,28 @@ mod tests {
         let r = TrainResult::assemble(2, "p".into(), &spec, start, &sends(start, &t), None);
         assert!(r.stats.flagged, "{:?}", r.stats);
         assert_eq!(span_errors(&[(0, 0)]), None);
+    }
+
+    /// An elastic train that ended after 40 of 100 probes is neither flagged nor counted as
+    /// send errors once the engine says it was shortened; a real send failure still is.
+    #[test]
+    fn a_shortened_train_is_not_flagged() {
+        let spec = TrainSpec::uniform(100, 1000, 100_000);
+        let start = MonoNs(0);
+        let t: Vec<u64> = (0..100).map(|i| i * 100_000).collect();
+        let mut s = sends(start, &t);
+        for x in s.iter_mut().skip(40) {
+            x.mono_ns = None;
+        }
+        let mut r = TrainResult::assemble(1, "p".into(), &spec, start, &s, None);
+        assert!(r.stats.flagged && r.stats.send_errors == 60);
+        r.shortened(60);
+        assert!(!r.stats.flagged, "{:?}", r.stats);
+        assert_eq!(r.stats.send_errors, 0);
+        s[10].mono_ns = None;
+        let mut r = TrainResult::assemble(2, "p".into(), &spec, start, &s, None);
+        r.shortened(60);
+        assert!(r.stats.flagged, "one probe in the middle failed");
     }
 
     #[test]
