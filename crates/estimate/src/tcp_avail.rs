@@ -192,6 +192,7 @@ impl TcpAvail {
                 probe_bytes,
                 trains: 0,
                 confidence,
+                timescale_ms: None,
             },
         })
     }
