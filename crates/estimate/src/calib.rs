@@ -27,10 +27,10 @@ pub fn raw_score(ev: &Evidence, rough_bps: Option<f64>, value_bps: f64, capacity
 /// held less). Regenerate: `cargo test --release -p mgrp-estimate --lib calib::study::table
 /// -- --ignored --nocapture`.
 pub const TABLE: [(f64, f64); 12] = [
-    (0.00, 0.11),
-    (0.05, 0.50),
-    (0.10, 0.65),
-    (0.20, 0.74),
+    (0.00, 0.12),
+    (0.05, 0.71),
+    (0.10, 0.71),
+    (0.20, 0.71),
     (0.30, 0.74),
     (0.40, 0.74),
     (0.50, 0.86),
@@ -92,20 +92,25 @@ pub fn share_below(votes: &[Vote], max_rate: f64) -> Vec<(f64, f64, f64)> {
 }
 
 /// What the decided fleets prove, each with the slack of what its streams could detect: a
-/// fleet saying "below" at R shows A > R − δ, "above" A < R + δ; the tightest of each, and when
-/// they cross (fleets contradicting each other), the span of both.
+/// fleet saying "below" at R shows A > R − δ, "above" A < R + δ; the tightest of each. When
+/// they cross (a "below" above an "above": fleets contradicting each other), the range spans
+/// both fleets with their slack.
 pub fn delta_bounds(votes: &[Vote], max_rate: f64) -> (f64, f64) {
     let below = votes
         .iter()
         .filter(|v| v.not_increasing > v.increasing)
-        .map(|v| v.rate - v.delta)
-        .fold(0.0, f64::max);
+        .map(|v| (v.rate - v.delta, v.rate + v.delta))
+        .fold((0.0, 0.0), |a, b| if b.0 > a.0 { b } else { a });
     let above = votes
         .iter()
         .filter(|v| v.increasing > v.not_increasing)
-        .map(|v| v.rate + v.delta)
-        .fold(max_rate, f64::min);
-    let (lo, hi) = (below.min(above), below.max(above));
+        .map(|v| (v.rate + v.delta, v.rate - v.delta))
+        .fold((max_rate, max_rate), |a, b| if b.0 < a.0 { b } else { a });
+    let (lo, hi) = if below.0 <= above.0 {
+        (below.0, above.0)
+    } else {
+        (above.1.min(below.0), below.1.max(above.0))
+    };
     (lo.max(0.0), hi.min(max_rate))
 }
 
@@ -127,8 +132,8 @@ pub fn mean_over_streams(votes: &[Vote], max_rate: f64) -> (f64, f64, f64) {
 pub(crate) mod study {
     use crate::auto::{Auto, AutoParams};
     use crate::fluid::{drive, FluidPath};
-    use crate::slops::{Evidence, FleetVerdict};
-    use crate::{Estimate, Estimator};
+    use crate::slops::Evidence;
+    use crate::Estimate;
     use mgrp_traffic::CrossPattern;
 
     /// The cells of `mgrp bench accuracy`, as the fluid model can run them (MTU-sized cross
@@ -159,13 +164,8 @@ pub(crate) mod study {
         pub truth: f64,
         pub est: Estimate,
         pub ev: Evidence,
-        pub history: Vec<(f64, FleetVerdict)>,
         pub votes: Vec<crate::slops::Vote>,
         pub rough: f64,
-        /// The truth over the whole run, and over the time scale the estimate states (its
-        /// last `timescale_ms`).
-        pub truth_run: f64,
-        pub truth_scale: f64,
     }
 
     impl Outcome {
@@ -205,11 +205,8 @@ pub(crate) mod study {
             truth,
             est: est.clone(),
             ev,
-            history: a.history().to_vec(),
             votes: a.votes().to_vec(),
             rough: a.rough().map_or(f64::NAN, |r| r.value_bps),
-            truth_run,
-            truth_scale,
         })
     }
 
@@ -523,5 +520,215 @@ pub(crate) mod study {
             eprintln!("--- {name}");
             summary(&v);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::study::{defined, grid, one, tally, Outcome, EDGES, KINDS};
+    use super::*;
+    use crate::auto::AutoParams;
+
+    fn share(runs: &[Outcome]) -> f64 {
+        runs.iter().filter(|o| o.covered()).count() as f64 / runs.len().max(1) as f64
+    }
+
+    /// Issue 20's coverage target on the fluid model, 200 seeds × 12 cells (CBR and Poisson of
+    /// MTU packets, 25/50/75% load, 20 and 100 Mbit/s: 2400 runs), judged against the truth at
+    /// the stated time scale. Measured 0.977 (lowest cell 0.91, Poisson 75% at 20 Mbit/s);
+    /// pathload's bracket ± w with fleets back to back (before) 0.868. The model is deterministic for a seed, so the share
+    /// is exact, not sampled: the assertion is the target itself, and "before" must miss it.
+    #[test]
+    fn ranges_hold_the_truth_over_many_seeds() {
+        let smooth = ["cbr", "poisson"];
+        let now = grid(200, &smooth, AutoParams::default());
+        let before = grid(
+            200,
+            &smooth,
+            AutoParams {
+                calibrated: false,
+                timescale_ns: 0,
+                ..AutoParams::default()
+            },
+        );
+        assert_eq!(now.len(), 2400);
+        let (cov, cov_before) = (share(&now), share(&before));
+        eprintln!("coverage {cov:.3}, before {cov_before:.3}");
+        assert!(cov >= 0.90, "coverage {cov}");
+        assert!(cov_before < 0.90, "the test separates: before {cov_before}");
+        // No cell far below the target either.
+        let mut cells: Vec<&str> = now.iter().map(|o| o.cell.as_str()).collect();
+        cells.dedup();
+        for c in cells {
+            let r: Vec<Outcome> = now.iter().filter(|o| o.cell == c).cloned().collect();
+            eprintln!("  {c}: {:.3}", share(&r));
+            assert!(share(&r) >= 0.85, "{c}: {}", share(&r));
+        }
+    }
+
+    /// Confidence means what it says: on seeds the table was not made from (201..=400), over
+    /// every cell the model defines (22 cells, 4400 runs), the share of ranges that held the
+    /// truth rises with the stated confidence and stays near it. Tolerance: a stated value is
+    /// a share measured on ≥ 47 runs per band (binomial sd ≤ 0.07 at p = 0.5, ≤ 0.02 at p = 0.9
+    /// with ≥ 350 runs); 0.12 is about two sd of the smallest bands; bands with fewer than 40
+    /// runs are not judged.
+    #[test]
+    fn confidence_is_calibrated_on_fresh_seeds() {
+        let mut runs = Vec::new();
+        for c in [20e6, 100e6] {
+            for kind in KINDS {
+                for load in [25, 50, 75] {
+                    for seed in 201..=400 {
+                        runs.extend(one(c, kind, load, seed, AutoParams::default()));
+                    }
+                }
+            }
+        }
+        let runs: Vec<Outcome> = runs.into_iter().filter(defined).collect();
+        // Pool the bands that state the same confidence.
+        let mut stated: Vec<(f64, usize, usize)> = Vec::new();
+        for (i, (n, k)) in tally(&runs).into_iter().enumerate() {
+            let p = confidence(EDGES[i]);
+            match stated.last_mut() {
+                Some(last) if last.0 == p => {
+                    last.1 += n;
+                    last.2 += k;
+                }
+                _ => stated.push((p, n, k)),
+            }
+        }
+        let judged: Vec<(f64, f64)> = stated
+            .iter()
+            .filter(|(_, n, _)| *n >= 40)
+            .map(|(p, n, k)| (*p, *k as f64 / *n as f64))
+            .collect();
+        eprintln!("stated, runs, held: {stated:?}");
+        assert!(judged.len() >= 3, "{stated:?}");
+        for (p, held) in &judged {
+            assert!(
+                (held - p).abs() <= 0.12,
+                "stated {p} held {held}: {stated:?}"
+            );
+        }
+        for w in judged.windows(2) {
+            assert!(w[1].1 + 0.03 >= w[0].1, "not monotone: {stated:?}");
+        }
+    }
+
+    /// Disagreeing evidence lowers the score: streams that contradict their fleets, a
+    /// verification fleet that contradicted the bracket, chirps far from the final value.
+    #[test]
+    fn confidence_falls_when_the_evidence_disagrees() {
+        let ev = Evidence {
+            fleets: 6,
+            voted: 20,
+            dissent: 0,
+            greys: 0,
+            contradictions: 0,
+            confirmed: 2,
+            converged: true,
+        };
+        let c = 20e6;
+        let quiet = raw_score(&ev, Some(10.5e6), 10e6, c);
+        let dissent = raw_score(&Evidence { dissent: 6, ..ev }, Some(10.5e6), 10e6, c);
+        let contradicted = raw_score(
+            &Evidence {
+                contradictions: 1,
+                ..ev
+            },
+            Some(10.5e6),
+            10e6,
+            c,
+        );
+        let moved = raw_score(&ev, Some(17e6), 10e6, c);
+        assert!(quiet > 0.9);
+        for s in [dissent, contradicted, moved] {
+            assert!(
+                s < quiet && confidence(s) < confidence(quiet),
+                "{s} vs {quiet}"
+            );
+        }
+        assert_eq!(confidence(-1.0), 0.0);
+        assert!(TABLE
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+    }
+
+    /// The mean over the streams and its bounds: a clean search is its bracket; a fleet split
+    /// half and half spreads the range over what it cannot tell apart.
+    #[test]
+    fn mean_and_bounds_from_votes() {
+        let v = |rate: f64, inc, not, delta| Vote {
+            rate,
+            increasing: inc,
+            not_increasing: not,
+            delta,
+        };
+        let clean = [
+            v(50.0, 0, 4, 25.0),
+            v(75.0, 4, 0, 12.5),
+            v(62.5, 4, 0, 3.0),
+            v(56.0, 0, 3, 3.0),
+        ];
+        let (lo, mid, hi) = mean_over_streams(&clean, 100.0);
+        assert_eq!((lo, hi), (56.0, 62.5));
+        assert!((mid - 59.25).abs() < 1e-9);
+        assert_eq!(delta_bounds(&clean, 100.0), (53.0, 65.5));
+        // One fleet that says "below" at 70 after one said "above" at 62.5: pooled, and the
+        // bounds span both.
+        let split = [v(50.0, 0, 4, 25.0), v(62.5, 4, 0, 3.0), v(70.0, 0, 4, 3.0)];
+        let (lo, _, hi) = mean_over_streams(&split, 100.0);
+        assert_eq!((lo, hi), (60.0, 81.25));
+        assert_eq!(delta_bounds(&split, 100.0), (59.5, 73.0));
+        // No votes: the whole range.
+        assert_eq!(mean_over_streams(&[], 100.0), (0.0, 50.0, 100.0));
+    }
+
+    /// The time scale is stated and honoured: with on/off cross traffic at 50 ms periods (A
+    /// alternates between C − 2X and C at 25% load, 0 and C at 50%), every estimate states a
+    /// time scale of at least the 100 ms the fleets are spread over, and its value is the
+    /// average over that scale, not a phase: over 200 seeds per cell, the median error against
+    /// the truth at the stated scale is measured 0.06 and 0.01 (25%, 20 and 100 Mbit/s) and
+    /// 0.23 and 0.12 (50%), against 0.17/0.01/0.28/0.25 for the bracket's middle with fleets
+    /// back to back, whose p90 reached 0.89–0.95 at 50% (now 0.37–0.46). Asserted: every
+    /// median ≤ 0.25, the p90 over the four cells below the bracket's.
+    #[test]
+    fn onoff_at_50ms_reads_the_average_at_the_stated_time_scale() {
+        let q = |mut v: Vec<f64>, p: f64| {
+            v.sort_by(f64::total_cmp);
+            crate::stats::quantile(&v, p).unwrap()
+        };
+        let (mut all_now, mut all_before) = (Vec::new(), Vec::new());
+        for c in [20e6, 100e6] {
+            for load in [25, 50] {
+                let runs = |p: AutoParams| -> Vec<Outcome> {
+                    (1..=200)
+                        .filter_map(|s| one(c, "onoff", load, s, p))
+                        .collect()
+                };
+                let now = runs(AutoParams::default());
+                let before = runs(AutoParams {
+                    calibrated: false,
+                    timescale_ns: 0,
+                    ..AutoParams::default()
+                });
+                assert!(now
+                    .iter()
+                    .all(|o| o.est.quality.timescale_ms.is_some_and(|t| t >= 100.0)));
+                let med = q(now.iter().map(Outcome::err).collect(), 0.5);
+                let e = |v: &[Outcome], p| q(v.iter().map(Outcome::err).collect(), p);
+                eprintln!(
+                    "{c} {load}%: median {med:.3} p90 {:.3}, before {:.3} / {:.3}",
+                    e(&now, 0.9),
+                    e(&before, 0.5),
+                    e(&before, 0.9)
+                );
+                assert!(med <= 0.25, "{c} {load}%: median {med}");
+                all_now.extend(now.iter().map(Outcome::err));
+                all_before.extend(before.iter().map(Outcome::err));
+            }
+        }
+        let (p90, p90_before) = (q(all_now, 0.9), q(all_before, 0.9));
+        assert!(p90 < p90_before, "p90 {p90} before {p90_before}");
     }
 }
