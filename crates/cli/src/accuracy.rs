@@ -63,9 +63,18 @@ fn share(v: impl Iterator<Item = bool>) -> String {
 /// calibrated estimator's share sits at its stated value. The bands split `auto`'s calibrated
 /// values (0.12, 0.71, 0.74, 0.86, 0.90: `estimate::calib::TABLE`).
 fn reliability(out: &mut String, runs: &[Run], methods: &[String]) {
-    const BANDS: [(f64, f64); 5] = [(0.0, 0.5), (0.5, 0.725), (0.725, 0.8), (0.8, 0.88), (0.88, 1.01)];
+    const BANDS: [(f64, f64); 5] = [
+        (0.0, 0.5),
+        (0.5, 0.725),
+        (0.725, 0.8),
+        (0.8, 0.88),
+        (0.88, 1.01),
+    ];
     w!(out, "\nReliability (stated confidence vs the share of ranges that held the truth at the stated time scale; mean stated in brackets):");
-    w!(out, "| method | < 0.5 | 0.5–0.725 | 0.725–0.8 | 0.8–0.88 | ≥ 0.88 |");
+    w!(
+        out,
+        "| method | < 0.5 | 0.5–0.725 | 0.725–0.8 | 0.8–0.88 | ≥ 0.88 |"
+    );
     w!(out, "|---|---:|---:|---:|---:|---:|");
     for m in methods {
         let cells: Vec<String> = BANDS
@@ -99,7 +108,10 @@ fn table(out: &mut String, runs: &[Run], methods: &[String]) {
     w!(out, "{} runs; host load average (1 min) at the end of each run: median {:.1}, max {:.1} (other work shares this machine).\n", runs.len(), q(loads.clone(), 0.5), q(loads, 1.0));
     w!(out, "Per method over the whole grid (error = |estimate − truth| / max(truth, 5% C); times from the start, capacity phase included):");
     w!(out, "| method | runs | median err | p90 err | worst err | range held truth | held at stated scale | first (median s) | final (median s) | bytes (median kB) | bytes / slops-slow | converged |");
-    w!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    w!(
+        out,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     let same_cell = |a: &Run, b: &Run| {
         a.capacity_mbit == b.capacity_mbit && a.kind == b.kind && a.load_pct == b.load_pct
     };
@@ -118,7 +130,8 @@ fn table(out: &mut String, runs: &[Run], methods: &[String]) {
                 (!classic.is_empty()).then(|| x.probe_bytes as f64 / q(classic, 0.5))
             })
             .collect();
-        w!(out, 
+        w!(
+            out,
             "| {m} | {} | {:.1}% | {:.1}% | {:.1}% | {} | {} | {:.2} | {:.2} | {:.0} | {} | {}/{} |",
             r.len(),
             q(errs.clone(), 0.5) * 100.0,
@@ -141,7 +154,10 @@ fn table(out: &mut String, runs: &[Run], methods: &[String]) {
     reliability(out, runs, methods);
     w!(out, "\nPer cell (medians over reps; held = ranges that held the truth over the run / at the stated time scale; worst = largest error):");
     w!(out, "| C | cross | load | method | runs | estimate | truth | err | p90 err | worst | held (run) | held (scale) | confidence | scale ms | final s | kB |");
-    w!(out, "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    w!(
+        out,
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     let mut keys: Vec<(u64, String, Option<u32>, String)> = runs
         .iter()
         .map(|r| {
