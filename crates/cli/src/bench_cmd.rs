@@ -56,7 +56,7 @@ pub struct AccuracyBench {
     /// Bottleneck capacities, Mbit/s.
     #[arg(long, value_delimiter = ',', default_value = "20,100")]
     pub capacities: Vec<f64>,
-    /// Cross-traffic kinds: cbr, poisson, onoff, step, tcp1, tcp4.
+    /// Cross-traffic kinds: cbr, poisson, onoff (50 ms periods), onoff500, step, tcp1, tcp4.
     #[arg(
         long,
         value_delimiter = ',',
@@ -77,8 +77,14 @@ pub struct AccuracyBench {
     pub reps: u32,
     #[arg(long)]
     pub json: bool,
+    /// Write the runs' JSON to this file.
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
+    /// Write NAME.json (the runs) and NAME.md (the tables) into this directory.
+    #[arg(long)]
+    pub results: Option<std::path::PathBuf>,
+    #[arg(long, default_value = "accuracy")]
+    pub name: String,
 }
 
 #[derive(Args)]

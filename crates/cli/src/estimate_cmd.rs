@@ -282,13 +282,16 @@ fn say_round(json: bool, round: u32, t_s: f64, estimate: &Estimate) -> Result<()
 
 fn summary(e: &Estimate) -> String {
     format!(
-        "{}  ({}, {} trains, {:.1} kB, {:.2} s, confidence {:.2}{})",
+        "{}  ({}, {} trains, {:.1} kB, {:.2} s, confidence {:.2}{}{})",
         show(e),
         e.quality.method,
         e.quality.trains,
         e.quality.probe_bytes as f64 / 1e3,
         e.quality.elapsed_s,
         e.quality.confidence,
+        e.quality
+            .timescale_ms
+            .map_or(String::new(), |ms| format!(", over {ms:.0} ms")),
         if e.final_ { "" } else { ", not converged" }
     )
 }

@@ -165,6 +165,7 @@ impl Estimator for CapacityEstimator {
                 trains: self.sent,
                 // Share of trains that agree with the mode.
                 confidence: members.len() as f64 / self.samples.len() as f64,
+                timescale_ms: None,
             },
         })
     }

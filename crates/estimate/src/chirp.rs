@@ -249,6 +249,7 @@ impl Estimator for Chirp {
                 probe_bytes: self.bytes,
                 trains: self.sent,
                 confidence: (1.0 - spread).clamp(0.0, 1.0),
+                timescale_ms: None,
             },
         })
     }

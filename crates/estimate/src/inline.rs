@@ -723,6 +723,7 @@ impl InlineMachine {
                             probe_bytes: 0,
                             trains: self.counters.streams_measured as u32,
                             confidence: e.quality.confidence,
+                            timescale_ms: None,
                         };
                         e.final_ = false;
                         self.push_event(InlineEvent::Measured {

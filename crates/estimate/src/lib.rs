@@ -13,6 +13,7 @@
 pub mod auto;
 pub mod badabing;
 pub mod budget;
+pub mod calib;
 pub mod capacity;
 pub mod chirp;
 pub mod fluid;
@@ -47,6 +48,10 @@ pub struct Quality {
     pub trains: u32,
     /// 0..1: how consistent the evidence was (method-specific, documented per estimator).
     pub confidence: f64,
+    /// The time scale the value holds over (ms): the span its evidence was sampled across, so
+    /// A varying faster than this is averaged and slower is not (seed 001 §3, time scales).
+    /// `None` where the method does not say.
+    pub timescale_ms: Option<f64>,
 }
 
 /// A value with its range and quality.

@@ -65,6 +65,17 @@ pub struct SlopsParams {
     /// Re-test every converged bracket; otherwise only one the evidence makes suspicious
     /// ([`Slops::suspicious`]).
     pub verify_always: bool,
+    /// Spread every fleet's streams over at least this long (ns): stream i of a fleet starts no
+    /// sooner than i/N of it after the fleet's first, so a fleet samples A across this time
+    /// scale instead of one phase of it (on/off cross traffic at 50 ms periods). `None`: back
+    /// to back (pathload).
+    pub spread_ns: Option<u64>,
+    /// State the range, value and confidence from all the evidence ([`crate::calib`]): the
+    /// range spans what every fleet proves with the slack its streams could detect and the
+    /// distribution of A the streams saw; the value is the mean of that distribution; the
+    /// confidence is the calibrated share of such ranges that held the truth. Otherwise
+    /// pathload's bracket and its middle.
+    pub calibrated: bool,
 }
 
 impl SlopsParams {
@@ -91,6 +102,8 @@ impl SlopsParams {
             max_retests: 2,
             check_fleet: 12,
             verify_always: true,
+            spread_ns: None,
+            calibrated: false,
         }
     }
 }
@@ -103,6 +116,34 @@ pub enum FleetVerdict {
     /// R < A.
     Below,
     Grey,
+}
+
+/// What a search saw, beyond its bracket: the raw material of its confidence and of how wide
+/// its stated range must be ([`crate::calib`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Evidence {
+    pub fleets: u32,
+    /// Streams with a verdict in decided fleets, and those that disagreed with their fleet.
+    pub voted: usize,
+    pub dissent: usize,
+    pub greys: u32,
+    /// Verification fleets that contradicted the bracket.
+    pub contradictions: u32,
+    /// Verification fleets that confirmed a bound.
+    pub confirmed: u32,
+    /// The bracket (or grey region) narrowed to the resolution.
+    pub converged: bool,
+}
+
+/// One decided fleet's streams: its rate, how many rose and how many did not.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Vote {
+    pub rate: f64,
+    pub increasing: u32,
+    pub not_increasing: u32,
+    /// The excess rate its streams were long enough to detect: a fleet at R saying "below"
+    /// shows only A > R − δ, one saying "above" only A < R + δ.
+    pub delta: f64,
 }
 
 /// The bound a verification fleet re-tests.
@@ -135,6 +176,10 @@ pub struct Slops {
     streams: usize,
     outstanding: Option<u64>,
     next_at: u64,
+    /// When the current fleet's first stream was sent.
+    fleet_start: u64,
+    /// First stream sent and last report handled: the time scale the evidence spans.
+    first_sent: Option<u64>,
     fleets: u32,
     done: bool,
     start: Option<u64>,
@@ -142,6 +187,8 @@ pub struct Slops {
     bytes: u64,
     trains: u32,
     history: Vec<(f64, FleetVerdict)>,
+    /// Every decided fleet's streams: the evidence the range and the mean are read from.
+    votes: Vec<Vote>,
     resends: u32,
     /// Mis-paced streams sent again, and those used at their actual rate.
     mispaced_resent: u32,
@@ -190,6 +237,8 @@ impl Slops {
             streams: 0,
             outstanding: None,
             next_at: 0,
+            fleet_start: 0,
+            first_sent: None,
             fleets: 0,
             done: false,
             start: None,
@@ -197,10 +246,36 @@ impl Slops {
             bytes: 0,
             trains: 0,
             history: Vec::new(),
+            votes: Vec::new(),
             resends: 0,
             mispaced_resent: 0,
             mispaced_used: 0,
         }
+    }
+
+    /// Every decided fleet's streams.
+    pub fn votes(&self) -> &[Vote] {
+        &self.votes
+    }
+
+    /// What the search saw so far.
+    pub fn evidence(&self) -> Evidence {
+        Evidence {
+            fleets: self.fleets,
+            voted: self.voted,
+            dissent: self.dissent,
+            greys: self.greys,
+            contradictions: self.contradictions,
+            confirmed: self.confirmed.0.is_some() as u32 + self.confirmed.1.is_some() as u32,
+            converged: self.converged(),
+        }
+    }
+
+    fn converged(&self) -> bool {
+        self.rmax - self.rmin <= self.p.resolution_bps
+            || self.grey.is_some_and(|(lo, hi)| {
+                lo - self.rmin <= self.p.grey_bps && self.rmax - hi <= self.p.grey_bps
+            })
     }
 
     /// Mis-paced streams: (sent again, used at their actual rate).
@@ -213,12 +288,21 @@ impl Slops {
         &self.history
     }
 
+    /// The excess rate over A the next stream is sized to detect (the resolution when streams
+    /// are not sized to the search).
+    fn delta(&self) -> f64 {
+        match self.p.detect_ns {
+            None => self.p.resolution_bps,
+            Some(_) => ((self.rmax - self.rmin) / 4.0).max(self.p.resolution_bps),
+        }
+    }
+
     /// A stream at `rate`: the gap is at least `min_gap_ns`; the size makes up the rate.
     fn stream(&self, rate: f64) -> TrainSpec {
         let gap_ns = match self.p.detect_ns {
             None => self.p.min_gap_ns as f64,
             Some(detect) => {
-                let delta = ((self.rmax - self.rmin) / 4.0).max(self.p.resolution_bps);
+                let delta = self.delta();
                 let duration_ns = detect * self.p.max_rate / delta;
                 (duration_ns / (self.p.stream_len - 1).max(1) as f64).max(self.p.min_gap_ns as f64)
             }
@@ -267,6 +351,12 @@ impl Slops {
 
     fn conclude(&mut self, v: FleetVerdict) {
         self.history.push((self.rate, v));
+        self.votes.push(Vote {
+            rate: self.rate,
+            increasing: self.inc as u32,
+            not_increasing: self.not as u32,
+            delta: self.delta(),
+        });
         self.fleets += 1;
         self.voted += self.inc + self.not;
         self.dissent += match v {
@@ -419,6 +509,45 @@ impl Slops {
     /// (or would have),
     /// and over every contradicting fleet's rate when the search gave up on contradictions.
     fn range(&self) -> (f64, f64) {
+        let bracket = self.bracket_range();
+        if !(self.p.calibrated && self.done) {
+            return bracket;
+        }
+        let w = self.p.resolution_bps;
+        let (dlo, dhi) = crate::calib::delta_bounds(&self.votes, self.p.max_rate);
+        let (mlo, _, mhi) = crate::calib::mean_over_streams(&self.votes, self.p.max_rate);
+        (
+            bracket.0.min(dlo).min(mlo - w).max(self.p.min_rate),
+            bracket.1.max(dhi).max(mhi + w).min(self.p.max_rate),
+        )
+    }
+
+    /// The value: the bracket's middle, or (calibrated, once final, no re-test contradicted the
+    /// bracket) the mean of A over the instants the streams were sent, which is the average at
+    /// the time scale the fleets spanned rather than the phase the last fleets happened to see.
+    fn value(&self) -> f64 {
+        let middle = (self.rmin + self.rmax) / 2.0;
+        // A contradicted search holds fleets known to be wrong: the stream pool would carry
+        // them into the mean, while the reopened bracket has left them behind.
+        if !(self.p.calibrated && self.done) || self.votes.is_empty() || self.contradictions > 0 {
+            return middle;
+        }
+        let (lo, mean, hi) = crate::calib::mean_over_streams(&self.votes, self.p.max_rate);
+        if lo.is_finite() && hi.is_finite() {
+            mean
+        } else {
+            middle
+        }
+    }
+
+    /// The time the evidence spans: first stream sent to the last report.
+    pub fn timescale_ms(&self) -> Option<f64> {
+        self.first_sent
+            .map(|f| self.last.saturating_sub(f) as f64 / 1e6)
+    }
+
+    /// Pathload's bracket, widened by the verification margin.
+    fn bracket_range(&self) -> (f64, f64) {
         // A bracket that was not re-tested is stated as wide as one that was: a fleet within the
         // margin of A is the test's coin toss, so the bracket's own bounds are not evidence that
         // the truth lies inside them.
@@ -461,6 +590,10 @@ impl Estimator for Slops {
         }
         let s = self.stream(self.rate);
         self.start.get_or_insert(now_ns);
+        self.first_sent.get_or_insert(now_ns);
+        if self.streams == 0 {
+            self.fleet_start = now_ns;
+        }
         self.outstanding = Some(s.offsets().last().copied().unwrap_or(0));
         self.bytes += s.bytes();
         self.trains += 1;
@@ -508,19 +641,21 @@ impl Estimator for Slops {
                 Pace::Slow => 9 * duration,
                 Pace::Fast => 0,
             };
+        // The fleet's next stream waits for its share of the spread (a new fleet does not).
+        if let Some(spread) = self.p.spread_ns.filter(|_| self.streams > 0) {
+            let share = spread * self.streams as u64 / self.fleet_size().max(1) as u64;
+            self.next_at = self.next_at.max(self.fleet_start + share);
+        }
     }
 
     fn estimate(&self) -> Option<Estimate> {
         if self.fleets == 0 {
             return None;
         }
-        let converged = self.rmax - self.rmin <= self.p.resolution_bps
-            || self.grey.is_some_and(|(lo, hi)| {
-                lo - self.rmin <= self.p.grey_bps && self.rmax - hi <= self.p.grey_bps
-            });
+        let converged = self.converged();
         let (low_bps, high_bps) = self.range();
         Some(Estimate {
-            value_bps: (self.rmin + self.rmax) / 2.0,
+            value_bps: self.value(),
             low_bps,
             high_bps,
             final_: self.done,
@@ -535,6 +670,7 @@ impl Estimator for Slops {
                 probe_bytes: self.bytes,
                 trains: self.trains,
                 confidence: self.confidence(converged),
+                timescale_ms: self.timescale_ms(),
             },
         })
     }

@@ -531,6 +531,7 @@ impl Estimator for Sweep {
                 trains: self.trains,
                 // Results kept in the window relative to the window: grows as the range settles.
                 confidence: self.hist.len() as f64 / self.p.window as f64,
+                timescale_ms: None,
             },
         })
     }

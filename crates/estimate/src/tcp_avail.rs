@@ -215,6 +215,7 @@ impl TcpAvail {
                 probe_bytes,
                 trains: 0,
                 confidence,
+                timescale_ms: None,
             },
         })
     }

@@ -644,6 +644,7 @@ impl Wren {
                     trains: w.trains,
                     confidence: (w.lower.len() + w.increasing.len()) as f64
                         / w.trains.max(1) as f64,
+                    timescale_ms: None,
                 },
             });
         }

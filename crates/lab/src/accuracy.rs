@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 pub struct AccuracyConfig {
     /// Bottleneck capacities, Mbit/s.
     pub capacities: Vec<f64>,
-    /// Cross-traffic kinds: cbr, poisson, onoff, step, tcp1, tcp4.
+    /// Cross-traffic kinds: cbr, poisson, onoff (50 ms periods), onoff500, step, tcp1, tcp4.
     pub kinds: Vec<String>,
     /// Cross load in % of capacity (UDP kinds; 0 = idle path, run once).
     pub loads: Vec<u32>,
@@ -56,6 +56,22 @@ pub struct Run {
     /// The estimate's stated confidence (0..1), and whether its [low, high] held the truth.
     pub confidence: Option<f64>,
     pub covered: Option<bool>,
+    /// The time scale the estimate says it holds over, the truth over that window before its
+    /// end (at least 500 ms: the sampler's 50 ms samples), and whether the range held that.
+    pub timescale_ms: Option<f64>,
+    pub truth_scale_mbit: Option<f64>,
+    pub covered_scale: Option<bool>,
+    /// The host's 1-minute load average when the run ended (other work on a shared machine).
+    pub load_avg: Option<f64>,
+}
+
+fn load_avg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn pattern(kind: &str, load: u32, c: f64) -> Result<Option<CrossPattern>> {
@@ -66,13 +82,14 @@ fn pattern(kind: &str, load: u32, c: f64) -> Result<Option<CrossPattern>> {
         "cbr" => format!("cbr:{}", mb(r)),
         "poisson" => format!("poisson:{}", mb(r)),
         "onoff" => format!("onoff:{},on=50ms,off=50ms", mb(r)),
+        "onoff500" => format!("onoff:{},on=500ms,off=500ms", mb(r)),
         // Mean `r`, stepping ±50% every second.
         "step" => format!("step:{},{},{},every=1s", mb(r), mb(1.5 * r), mb(0.5 * r)),
         "tcp1" => "tcp:1".into(),
         "tcp4" => "tcp:4".into(),
         other => {
             return Err(Error::Config(format!(
-                "unknown kind {other:?}: use cbr, poisson, onoff, step, tcp1, tcp4"
+                "unknown kind {other:?}: use cbr, poisson, onoff, onoff500, step, tcp1, tcp4"
             )))
         }
     };
@@ -213,6 +230,15 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                         .window(from, o.end_ns)
                         .map_or(f64::NAN, |w| w.avail_bps);
                     let e = o.estimate.as_ref();
+                    let timescale_ms = e.and_then(|e| e.quality.timescale_ms);
+                    let truth_scale = timescale_ms.and_then(|ms| {
+                        let span = (ms.max(500.0) * 1e6) as u64;
+                        sampler
+                            .truth()
+                            .window(o.end_ns.saturating_sub(span), o.end_ns)
+                            .map(|w| w.avail_bps)
+                            .filter(|t| t.is_finite())
+                    });
                     runs.push(Run {
                         capacity_mbit: cap,
                         kind: kind.clone(),
@@ -234,6 +260,12 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                         covered: e
                             .filter(|_| truth.is_finite())
                             .map(|e| e.low_bps <= truth && truth <= e.high_bps),
+                        timescale_ms,
+                        truth_scale_mbit: truth_scale.map(|t| t / 1e6),
+                        covered_scale: e
+                            .zip(truth_scale)
+                            .map(|(e, t)| e.low_bps <= t && t <= e.high_bps),
+                        load_avg: load_avg(),
                     });
                 }
             }
@@ -290,6 +322,11 @@ mod tests {
         let step = pattern("step", 50, 20e6).unwrap().unwrap();
         assert!((step.mean_rate_bps().unwrap() - 10e6).abs() < 1.0);
         assert!(pattern("tcp4", 0, 20e6).unwrap().is_some());
+        let slow = pattern("onoff500", 50, 20e6).unwrap().unwrap();
+        assert_eq!(slow.mean_rate_bps(), Some(10e6));
+        assert!(
+            matches!(slow, CrossPattern::OnOff { on, off, .. } if on == off && on == Duration::from_millis(500))
+        );
         assert!(matches!(pattern("zigzag", 10, 20e6), Err(Error::Config(_))));
     }
 }

@@ -343,6 +343,7 @@ mod tests {
                     probe_bytes: 1000,
                     trains: 1,
                     confidence: 1.0,
+                    timescale_ms: None,
                 },
             },
         }

@@ -56,6 +56,7 @@ pub fn records(path: &str, t_ns: u64, e: &LossEpisodes) -> Vec<Record> {
         trains: e.trains,
         // The duration rests on the episode boundaries seen: 10 of them give 0.5.
         confidence: boundaries as f64 / (boundaries as f64 + 10.0),
+        timescale_ms: None,
     };
     // 95% ranges: F as a share of 2M slot observations, D from the boundaries' count.
     let m2 = (2 * e.experiments).max(1) as f64;

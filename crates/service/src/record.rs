@@ -80,6 +80,7 @@ pub fn scalar(
         probe_bytes: 0,
         trains: 0,
         confidence: 1.0,
+        timescale_ms: None,
     };
     // The method may be a schedule's (a `String`), not an estimator's static name.
     let mut r = record(at, (value, range.0, range.1), &q, true);
@@ -113,6 +114,7 @@ mod tests {
                 probe_bytes: 1234,
                 trains: 11,
                 confidence: 0.8,
+                timescale_ms: None,
             },
         };
         let r = from_estimate(at(), &e);

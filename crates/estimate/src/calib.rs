@@ -1,0 +1,726 @@
+//! Calibration of `auto`'s range and confidence (issue 20): what the stated [low, high] and
+//! confidence mean, measured on the fluid model over many seeds and every cross kind it has.
+
+use crate::slops::{Evidence, Vote};
+
+/// How far the evidence of one `auto` run agreed, 0..1, before calibration: the share of
+/// streams that agreed with their fleet's verdict, halved for every contradiction a
+/// verification fleet found, times the agreement between the chirps' rough value (sampled
+/// earlier, by other means) and the final value, 1 − |rough − value| / C. Disagreeing fleets,
+/// a re-test that moved the bracket, and A that moved between the phases all lower it.
+pub fn raw_score(ev: &Evidence, rough_bps: Option<f64>, value_bps: f64, capacity_bps: f64) -> f64 {
+    let agree = if ev.voted == 0 {
+        0.0
+    } else {
+        1.0 - ev.dissent as f64 / ev.voted as f64
+    };
+    let phases = rough_bps.map_or(0.5, |r| {
+        1.0 - ((r - value_bps).abs() / capacity_bps.max(1.0)).min(1.0)
+    });
+    (agree * 0.5f64.powi(ev.contradictions as i32) * phases).clamp(0.0, 1.0)
+}
+
+/// Raw score bands (lower edges) and the share of final ranges that held the truth at their
+/// stated time scale in each, on the fluid model: 200 seeds × 22 cells (20 and 100 Mbit/s;
+/// CBR, Poisson, on/off 50 ms and 500 ms, STEP ±50% every 1 s; 25/50/75% load, without the
+/// four overloaded cells), MTU cross packets, made non-decreasing (pooled where a higher band
+/// held less). Regenerate: `cargo test --release -p mgrp-estimate --lib calib::study::table
+/// -- --ignored --nocapture`.
+pub const TABLE: [(f64, f64); 12] = [
+    (0.00, 0.12),
+    (0.05, 0.71),
+    (0.10, 0.71),
+    (0.20, 0.71),
+    (0.30, 0.74),
+    (0.40, 0.74),
+    (0.50, 0.86),
+    (0.60, 0.86),
+    (0.70, 0.86),
+    (0.80, 0.86),
+    (0.90, 0.90),
+    (0.95, 0.90),
+];
+
+/// The calibrated confidence of a raw score: the measured share of ranges that held the truth
+/// among runs with a score in the same band.
+pub fn confidence(raw: f64) -> f64 {
+    TABLE
+        .iter()
+        .rev()
+        .find(|(lo, _)| raw >= *lo)
+        .map_or(0.0, |(_, p)| *p)
+}
+
+/// The share of streams sent at each rate that did not rise, made non-increasing in the rate
+/// (pool-adjacent-violators, weighted by streams), with the anchors "everything fits at 0" and
+/// "nothing fits at `max_rate`": the estimated distribution of A over the instants the streams
+/// were sent (share of instants when A exceeded the rate). Points: (rate, share, streams).
+pub fn share_below(votes: &[Vote], max_rate: f64) -> Vec<(f64, f64, f64)> {
+    let mut pts: Vec<(f64, f64, f64)> = votes
+        .iter()
+        .filter(|v| v.increasing + v.not_increasing > 0 && v.rate > 0.0 && v.rate < max_rate)
+        .map(|v| {
+            let n = (v.increasing + v.not_increasing) as f64;
+            (v.rate, v.not_increasing as f64 / n, n)
+        })
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // Pool adjacent violators: a block is (first rate, last rate, share, weight).
+    let mut blocks: Vec<(usize, usize, f64, f64)> = Vec::new();
+    for (i, p) in pts.iter().enumerate() {
+        blocks.push((i, i, p.1, p.2));
+        while blocks.len() > 1 {
+            let b = blocks[blocks.len() - 1];
+            let a = blocks[blocks.len() - 2];
+            if a.2 >= b.2 {
+                break;
+            }
+            let w = a.3 + b.3;
+            blocks.pop();
+            *blocks.last_mut().unwrap() = (a.0, b.1, (a.2 * a.3 + b.2 * b.3) / w, w);
+        }
+    }
+    for (first, last, share, _) in blocks {
+        for p in &mut pts[first..=last] {
+            p.1 = share;
+        }
+    }
+    let mut out = vec![(0.0, 1.0, 0.0)];
+    out.extend(pts);
+    out.push((max_rate, 0.0, 0.0));
+    out
+}
+
+/// What the decided fleets prove, each with the slack of what its streams could detect: a
+/// fleet saying "below" at R shows A > R − δ, "above" A < R + δ; the tightest of each. When
+/// they cross (a "below" above an "above": fleets contradicting each other), the range spans
+/// both fleets with their slack.
+pub fn delta_bounds(votes: &[Vote], max_rate: f64) -> (f64, f64) {
+    let below = votes
+        .iter()
+        .filter(|v| v.not_increasing > v.increasing)
+        .map(|v| (v.rate - v.delta, v.rate + v.delta))
+        .fold((0.0, 0.0), |a, b| if b.0 > a.0 { b } else { a });
+    let above = votes
+        .iter()
+        .filter(|v| v.increasing > v.not_increasing)
+        .map(|v| (v.rate + v.delta, v.rate - v.delta))
+        .fold((max_rate, max_rate), |a, b| if b.0 < a.0 { b } else { a });
+    let (lo, hi) = if below.0 <= above.0 {
+        (below.0, above.0)
+    } else {
+        (above.1.min(below.0), below.1.max(above.0))
+    };
+    (lo.max(0.0), hi.min(max_rate))
+}
+
+/// The mean of A over the streams' instants, ∫ share_below(r) dr, with the bounds that hold
+/// whatever the share does between two sampled rates (it can only fall): (low, mean, high).
+pub fn mean_over_streams(votes: &[Vote], max_rate: f64) -> (f64, f64, f64) {
+    let pts = share_below(votes, max_rate);
+    let (mut lo, mut mid, mut hi) = (0.0, 0.0, 0.0);
+    for w in pts.windows(2) {
+        let dr = w[1].0 - w[0].0;
+        lo += dr * w[1].1;
+        hi += dr * w[0].1;
+        mid += dr * (w[0].1 + w[1].1) / 2.0;
+    }
+    (lo, mid, hi)
+}
+
+#[cfg(test)]
+pub(crate) mod study {
+    use crate::auto::{Auto, AutoParams};
+    use crate::fluid::{drive, FluidPath};
+    use crate::slops::Evidence;
+    use crate::Estimate;
+    use mgrp_traffic::CrossPattern;
+
+    /// The cells of `mgrp bench accuracy`, as the fluid model can run them (MTU-sized cross
+    /// packets, the bench's default).
+    /// Judge against the truth at the stated time scale (`CALIB_TRUTH=run`: over the whole run).
+    fn by_scale() -> bool {
+        std::env::var("CALIB_TRUTH").map_or(true, |v| v != "run")
+    }
+
+    pub fn pattern(kind: &str, load: u32, c: f64, seed: u64) -> Option<CrossPattern> {
+        let r = c * load as f64 / 100.0;
+        let mb = |x: f64| format!("{:.3}mbit", x / 1e6);
+        let spec = match kind {
+            "cbr" => format!("cbr:{}", mb(r)),
+            "poisson" => format!("poisson:{},seed={seed}", mb(r)),
+            "onoff" => format!("onoff:{},on=50ms,off=50ms,seed={seed}", mb(r)),
+            "onoff500" => format!("onoff:{},on=500ms,off=500ms,seed={seed}", mb(r)),
+            "step" => format!("step:{},{},{},every=1s", mb(r), mb(1.5 * r), mb(0.5 * r)),
+            _ => return None,
+        };
+        Some(CrossPattern::parse(&spec).unwrap())
+    }
+
+    #[derive(Debug, Clone)]
+    pub struct Outcome {
+        pub cell: String,
+        pub c: f64,
+        pub truth: f64,
+        pub est: Estimate,
+        pub ev: Evidence,
+        pub votes: Vec<crate::slops::Vote>,
+        pub rough: f64,
+    }
+
+    impl Outcome {
+        pub fn covered(&self) -> bool {
+            self.est.low_bps <= self.truth && self.truth <= self.est.high_bps
+        }
+        pub fn err(&self) -> f64 {
+            (self.est.value_bps - self.truth).abs() / self.truth.max(0.05 * self.c)
+        }
+    }
+
+    /// One run of `auto`; `None` when it ended without a SLoPS estimate (the capacity phase
+    /// found nothing: every train lost on an overloaded path).
+    pub fn one(c: f64, kind: &str, load: u32, seed: u64, p: AutoParams) -> Option<Outcome> {
+        let cross = pattern(kind, load, c, seed);
+        let mut path = FluidPath::new(c, 100.0 * 1514.0, 10_000_000, cross).unwrap();
+        path.idle_until(500_000_000 + seed * 7_654_321 % 1_000_000_000);
+        let t0 = path.now_ns();
+        let mut a = Auto::new(p);
+        let out = drive(&mut a, &mut path, t0 + 60_000_000_000);
+        let end = path.now_ns();
+        let truth_run = path.avail_bps(t0, end);
+        let scale_ns = out
+            .last()
+            .and_then(|(_, e)| e.quality.timescale_ms)
+            .map_or(end - t0, |ms| (ms * 1e6) as u64);
+        let truth_scale = path.avail_bps(end.saturating_sub(scale_ns), end);
+        let truth = if by_scale() { truth_scale } else { truth_run };
+        let cell = format!("{}/{kind}/{load}", c / 1e6);
+        let (Some((_, est)), Some(ev)) = (out.last(), a.evidence()) else {
+            eprintln!("{cell} seed {seed}: no SLoPS estimate");
+            return None;
+        };
+        Some(Outcome {
+            cell,
+            c,
+            truth,
+            est: est.clone(),
+            ev,
+            votes: a.votes().to_vec(),
+            rough: a.rough().map_or(f64::NAN, |r| r.value_bps),
+        })
+    }
+
+    pub const KINDS: [&str; 5] = ["cbr", "poisson", "onoff", "onoff500", "step"];
+
+    pub fn grid(seeds: u64, kinds: &[&str], p: AutoParams) -> Vec<Outcome> {
+        let mut v = Vec::new();
+        for c in [20e6, 100e6] {
+            for kind in kinds {
+                for load in [25, 50, 75] {
+                    for seed in 1..=seeds {
+                        v.extend(one(c, kind, load, seed, p));
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    fn q(mut v: Vec<f64>, p: f64) -> f64 {
+        v.sort_by(f64::total_cmp);
+        crate::stats::quantile(&v, p).unwrap_or(f64::NAN)
+    }
+
+    pub fn summary(runs: &[Outcome]) {
+        let mut cells: Vec<String> = runs.iter().map(|r| r.cell.clone()).collect();
+        cells.dedup();
+        for cell in cells.iter().chain(std::iter::once(&"ALL".to_string())) {
+            let r: Vec<&Outcome> = runs
+                .iter()
+                .filter(|r| cell == "ALL" || &r.cell == cell)
+                .collect();
+            let n = r.len() as f64;
+            let cov = r.iter().filter(|o| o.covered()).count() as f64 / n;
+            let errs: Vec<f64> = r.iter().map(|o| o.err()).collect();
+            let width: Vec<f64> = r
+                .iter()
+                .map(|o| (o.est.high_bps - o.est.low_bps) / o.c)
+                .collect();
+            eprintln!(
+                "{cell:>18} n {n:>4} cover {cov:.2} med {:.3} p90 {:.3} max {:.3} width/C {:.3} conf {:.2} kB {:.0} s {:.2}",
+                q(errs.clone(), 0.5),
+                q(errs.clone(), 0.9),
+                q(errs, 1.0),
+                q(width, 0.5),
+                q(r.iter().map(|o| o.est.quality.confidence).collect(), 0.5),
+                q(r.iter().map(|o| o.est.quality.probe_bytes as f64 / 1e3).collect(), 0.5),
+                q(r.iter().map(|o| o.est.quality.elapsed_s).collect(), 0.5),
+            );
+        }
+    }
+
+    /// Before and after, per cell, 200 seeds: `cargo test --release -p mgrp-estimate --lib
+    /// calib::study::coverage -- --ignored --nocapture` (judged at the stated time scale;
+    /// `CALIB_TRUTH=run` over the whole run).
+    #[test]
+    #[ignore]
+    fn coverage() {
+        let before = AutoParams {
+            timescale_ns: 0,
+            calibrated: false,
+            ..AutoParams::default()
+        };
+        eprintln!("--- before (pathload's bracket ± w, back-to-back fleets)");
+        summary(&grid(200, &KINDS, before));
+        eprintln!("--- now");
+        summary(&grid(200, &KINDS, AutoParams::default()));
+    }
+
+    /// The cells whose truth the model defines: cross traffic below C at every moment (at 75%
+    /// load on/off peaks at 1.5·C and STEP's high level at 1.125·C; the queue then drops and
+    /// "C − offered" is not what is available).
+    pub fn defined(o: &Outcome) -> bool {
+        !(o.cell.ends_with("/75") && (o.cell.contains("onoff") || o.cell.contains("step")))
+    }
+
+    pub fn bands(runs: &[Outcome], score: impl Fn(&Outcome) -> f64, edges: &[f64]) {
+        for w in edges.windows(2) {
+            let r: Vec<&Outcome> = runs
+                .iter()
+                .filter(|o| (w[0]..w[1]).contains(&score(o)))
+                .collect();
+            let k = r.iter().filter(|o| o.covered()).count();
+            eprintln!(
+                "  [{:.2}, {:.2}) n {:>5} held {:.3}",
+                w[0],
+                w[1],
+                r.len(),
+                k as f64 / r.len().max(1) as f64
+            );
+        }
+    }
+
+    pub const EDGES: [f64; 12] = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95];
+
+    fn raw(o: &Outcome) -> f64 {
+        super::raw_score(
+            &o.ev,
+            Some(o.rough).filter(|r| r.is_finite()),
+            o.est.value_bps,
+            o.c,
+        )
+    }
+
+    /// Per band: (runs, ranges that held the truth).
+    pub fn tally(runs: &[Outcome]) -> Vec<(usize, usize)> {
+        let mut t = vec![(0, 0); EDGES.len()];
+        for o in runs {
+            let b = EDGES.iter().rposition(|e| raw(o) >= *e).unwrap_or(0);
+            t[b].0 += 1;
+            t[b].1 += o.covered() as usize;
+        }
+        t
+    }
+
+    /// The calibration table ([`super::TABLE`]) from seeds 1..=200: coverage per raw-score band,
+    /// pooled (pool-adjacent-violators) where a higher band held less.
+    #[test]
+    #[ignore]
+    fn table() {
+        let runs: Vec<Outcome> = grid(200, &KINDS, AutoParams::default())
+            .into_iter()
+            .filter(defined)
+            .collect();
+        let t = tally(&runs);
+        // Pool adjacent violators, weighted by runs: blocks of (first band, last band, held, n).
+        let mut blocks: Vec<(usize, usize, usize, usize)> = Vec::new();
+        for (i, (n, k)) in t.iter().enumerate() {
+            blocks.push((i, i, *k, *n));
+            while blocks.len() > 1 {
+                let b = blocks[blocks.len() - 1];
+                let a = blocks[blocks.len() - 2];
+                let share = |x: (usize, usize, usize, usize)| x.2 as f64 / x.3.max(1) as f64;
+                if a.3 > 0 && b.3 > 0 && share(a) <= share(b) {
+                    break;
+                }
+                blocks.pop();
+                *blocks.last_mut().unwrap() = (a.0, b.1, a.2 + b.2, a.3 + b.3);
+            }
+        }
+        eprintln!(
+            "runs {} held {:.3}",
+            runs.len(),
+            runs.iter().filter(|o| o.covered()).count() as f64 / runs.len() as f64
+        );
+        for (i, (n, k)) in t.iter().enumerate() {
+            eprintln!(
+                "  band {:.2}: n {n:>5} held {:.3}",
+                EDGES[i],
+                *k as f64 / (*n).max(1) as f64
+            );
+        }
+        eprintln!("pub const TABLE: [(f64, f64); {}] = [", EDGES.len());
+        for (first, last, k, n) in blocks {
+            for e in &EDGES[first..=last] {
+                eprintln!("    ({e:.2}, {:.2}),", k as f64 / n.max(1) as f64);
+            }
+        }
+        eprintln!("];");
+    }
+
+    #[test]
+    #[ignore]
+    fn raw_scores() {
+        let runs: Vec<Outcome> = grid(100, &KINDS, AutoParams::default())
+            .into_iter()
+            .filter(defined)
+            .collect();
+        let edges = [
+            0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.01,
+        ];
+        eprintln!("confidence as today");
+        bands(&runs, |o| o.est.quality.confidence, &edges);
+        eprintln!("agreement only");
+        bands(
+            &runs,
+            |o| 1.0 - o.ev.dissent as f64 / o.ev.voted.max(1) as f64,
+            &edges,
+        );
+        eprintln!("1 - |rough - value| / C");
+        bands(
+            &runs,
+            |o| 1.0 - (o.rough - o.est.value_bps).abs() / o.c,
+            &edges,
+        );
+        let mut cells: Vec<String> = runs.iter().map(|o| o.cell.clone()).collect();
+        cells.dedup();
+        for c in cells {
+            let m = runs.iter().filter(|o| o.cell == c && !o.covered()).count();
+            eprint!("{c}: {m} missed; ");
+        }
+        eprintln!();
+        let with_rough: Vec<Outcome> = runs
+            .iter()
+            .map(|o| {
+                let mut o = o.clone();
+                let w = 0.03 * o.c;
+                o.est.low_bps = o.est.low_bps.min(o.rough - w).max(0.0);
+                o.est.high_bps = o.est.high_bps.max(o.rough + w).min(o.c);
+                o
+            })
+            .collect();
+        eprintln!("--- range ∪ rough ± w");
+        summary(&with_rough);
+        eprintln!("--- now");
+        summary(&runs);
+        eprintln!("product: today's confidence × rough agreement");
+        bands(
+            &runs,
+            |o| o.est.quality.confidence * (1.0 - (o.rough - o.est.value_bps).abs() / o.c),
+            &edges,
+        );
+        eprintln!("product: agreement × rough agreement");
+        bands(
+            &runs,
+            |o| {
+                (1.0 - o.ev.dissent as f64 / o.ev.voted.max(1) as f64)
+                    * 0.5f64.powi(o.ev.contradictions as i32)
+                    * (1.0 - (o.rough - o.est.value_bps).abs() / o.c)
+            },
+            &edges,
+        );
+        eprintln!("width / C");
+        bands(&runs, |o| (o.est.high_bps - o.est.low_bps) / o.c, &edges);
+    }
+
+    #[test]
+    #[ignore]
+    fn coverage_today() {
+        let runs = grid(40, &KINDS, AutoParams::default());
+        summary(&runs);
+        for o in runs
+            .iter()
+            .filter(|o| !o.covered() && o.cell.contains("poisson"))
+            .take(12)
+        {
+            eprintln!(
+                "{} truth {:.2} est {:.2} [{:.2},{:.2}] ev {:?} votes {:?}",
+                o.cell,
+                o.truth / 1e6,
+                o.est.value_bps / 1e6,
+                o.est.low_bps / 1e6,
+                o.est.high_bps / 1e6,
+                o.ev,
+                o.votes
+                    .iter()
+                    .map(|v| (
+                        (v.rate / 1e5).round() / 10.0,
+                        v.increasing,
+                        v.not_increasing
+                    ))
+                    .collect::<Vec<_>>()
+            );
+        }
+        // Variants of the range computed from the same runs.
+        let w = 0.03;
+        for (name, f) in [
+            ("integral", 0),
+            ("integral±w", 1),
+            ("union", 2),
+            ("mean as value", 3),
+            ("delta", 4),
+            ("delta ∪ integral±w", 5),
+            ("delta ∪ integral±w, mean", 6),
+        ] {
+            let v: Vec<Outcome> = runs
+                .iter()
+                .map(|o| {
+                    let mut o = o.clone();
+                    let (lo, mid, hi) = super::mean_over_streams(&o.votes, o.c);
+                    let m = if f == 0 { 0.0 } else { w * o.c };
+                    let (a, b) = ((lo - m).max(0.0), (hi + m).min(o.c));
+                    let (dl, dh) = super::delta_bounds(&o.votes, o.c);
+                    match f {
+                        4 => {
+                            o.est.low_bps = dl;
+                            o.est.high_bps = dh;
+                        }
+                        5 | 6 => {
+                            o.est.low_bps = dl.min(a);
+                            o.est.high_bps = dh.max(b);
+                            if f == 6 {
+                                o.est.value_bps = mid;
+                            }
+                        }
+                        2 => {
+                            o.est.low_bps = o.est.low_bps.min(a);
+                            o.est.high_bps = o.est.high_bps.max(b);
+                        }
+                        3 => {
+                            o.est.value_bps = mid;
+                            o.est.low_bps = a;
+                            o.est.high_bps = b;
+                        }
+                        _ => {
+                            o.est.low_bps = a;
+                            o.est.high_bps = b;
+                        }
+                    }
+                    o
+                })
+                .collect();
+            eprintln!("--- {name}");
+            summary(&v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::study::{defined, grid, one, tally, Outcome, EDGES, KINDS};
+    use super::*;
+    use crate::auto::AutoParams;
+
+    fn share(runs: &[Outcome]) -> f64 {
+        runs.iter().filter(|o| o.covered()).count() as f64 / runs.len().max(1) as f64
+    }
+
+    /// Issue 20's coverage target on the fluid model, 200 seeds × 12 cells (CBR and Poisson of
+    /// MTU packets, 25/50/75% load, 20 and 100 Mbit/s: 2400 runs), judged against the truth at
+    /// the stated time scale. Measured 0.977 (lowest cell 0.91, Poisson 75% at 20 Mbit/s);
+    /// pathload's bracket ± w with fleets back to back (before) 0.868. The model is deterministic for a seed, so the share
+    /// is exact, not sampled: the assertion is the target itself, and "before" must miss it.
+    #[test]
+    fn ranges_hold_the_truth_over_many_seeds() {
+        let smooth = ["cbr", "poisson"];
+        let now = grid(200, &smooth, AutoParams::default());
+        let before = grid(
+            200,
+            &smooth,
+            AutoParams {
+                calibrated: false,
+                timescale_ns: 0,
+                ..AutoParams::default()
+            },
+        );
+        assert_eq!(now.len(), 2400);
+        let (cov, cov_before) = (share(&now), share(&before));
+        eprintln!("coverage {cov:.3}, before {cov_before:.3}");
+        assert!(cov >= 0.90, "coverage {cov}");
+        assert!(cov_before < 0.90, "the test separates: before {cov_before}");
+        // No cell far below the target either.
+        let mut cells: Vec<&str> = now.iter().map(|o| o.cell.as_str()).collect();
+        cells.dedup();
+        for c in cells {
+            let r: Vec<Outcome> = now.iter().filter(|o| o.cell == c).cloned().collect();
+            eprintln!("  {c}: {:.3}", share(&r));
+            assert!(share(&r) >= 0.85, "{c}: {}", share(&r));
+        }
+    }
+
+    /// Confidence means what it says: on seeds the table was not made from (201..=400), over
+    /// every cell the model defines (22 cells, 4400 runs), the share of ranges that held the
+    /// truth rises with the stated confidence and stays near it. Tolerance: a stated value is
+    /// a share measured on ≥ 47 runs per band (binomial sd ≤ 0.07 at p = 0.5, ≤ 0.02 at p = 0.9
+    /// with ≥ 350 runs); 0.12 is about two sd of the smallest bands; bands with fewer than 40
+    /// runs are not judged.
+    #[test]
+    fn confidence_is_calibrated_on_fresh_seeds() {
+        let mut runs = Vec::new();
+        for c in [20e6, 100e6] {
+            for kind in KINDS {
+                for load in [25, 50, 75] {
+                    for seed in 201..=400 {
+                        runs.extend(one(c, kind, load, seed, AutoParams::default()));
+                    }
+                }
+            }
+        }
+        let runs: Vec<Outcome> = runs.into_iter().filter(defined).collect();
+        // Pool the bands that state the same confidence.
+        let mut stated: Vec<(f64, usize, usize)> = Vec::new();
+        for (i, (n, k)) in tally(&runs).into_iter().enumerate() {
+            let p = confidence(EDGES[i]);
+            match stated.last_mut() {
+                Some(last) if last.0 == p => {
+                    last.1 += n;
+                    last.2 += k;
+                }
+                _ => stated.push((p, n, k)),
+            }
+        }
+        let judged: Vec<(f64, f64)> = stated
+            .iter()
+            .filter(|(_, n, _)| *n >= 40)
+            .map(|(p, n, k)| (*p, *k as f64 / *n as f64))
+            .collect();
+        eprintln!("stated, runs, held: {stated:?}");
+        assert!(judged.len() >= 3, "{stated:?}");
+        for (p, held) in &judged {
+            assert!(
+                (held - p).abs() <= 0.12,
+                "stated {p} held {held}: {stated:?}"
+            );
+        }
+        for w in judged.windows(2) {
+            assert!(w[1].1 + 0.03 >= w[0].1, "not monotone: {stated:?}");
+        }
+    }
+
+    /// Disagreeing evidence lowers the score: streams that contradict their fleets, a
+    /// verification fleet that contradicted the bracket, chirps far from the final value.
+    #[test]
+    fn confidence_falls_when_the_evidence_disagrees() {
+        let ev = Evidence {
+            fleets: 6,
+            voted: 20,
+            dissent: 0,
+            greys: 0,
+            contradictions: 0,
+            confirmed: 2,
+            converged: true,
+        };
+        let c = 20e6;
+        let quiet = raw_score(&ev, Some(10.5e6), 10e6, c);
+        let dissent = raw_score(&Evidence { dissent: 6, ..ev }, Some(10.5e6), 10e6, c);
+        let contradicted = raw_score(
+            &Evidence {
+                contradictions: 1,
+                ..ev
+            },
+            Some(10.5e6),
+            10e6,
+            c,
+        );
+        let moved = raw_score(&ev, Some(17e6), 10e6, c);
+        assert!(quiet > 0.9);
+        for s in [dissent, contradicted, moved] {
+            assert!(
+                s < quiet && confidence(s) < confidence(quiet),
+                "{s} vs {quiet}"
+            );
+        }
+        assert_eq!(confidence(-1.0), 0.0);
+        assert!(TABLE
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+    }
+
+    /// The mean over the streams and its bounds: a clean search is its bracket; a fleet split
+    /// half and half spreads the range over what it cannot tell apart.
+    #[test]
+    fn mean_and_bounds_from_votes() {
+        let v = |rate: f64, inc, not, delta| Vote {
+            rate,
+            increasing: inc,
+            not_increasing: not,
+            delta,
+        };
+        let clean = [
+            v(50.0, 0, 4, 25.0),
+            v(75.0, 4, 0, 12.5),
+            v(62.5, 4, 0, 3.0),
+            v(56.0, 0, 3, 3.0),
+        ];
+        let (lo, mid, hi) = mean_over_streams(&clean, 100.0);
+        assert_eq!((lo, hi), (56.0, 62.5));
+        assert!((mid - 59.25).abs() < 1e-9);
+        assert_eq!(delta_bounds(&clean, 100.0), (53.0, 65.5));
+        // One fleet that says "below" at 70 after one said "above" at 62.5: pooled, and the
+        // bounds span both.
+        let split = [v(50.0, 0, 4, 25.0), v(62.5, 4, 0, 3.0), v(70.0, 0, 4, 3.0)];
+        let (lo, _, hi) = mean_over_streams(&split, 100.0);
+        assert_eq!((lo, hi), (60.0, 81.25));
+        assert_eq!(delta_bounds(&split, 100.0), (59.5, 73.0));
+        // No votes: the whole range.
+        assert_eq!(mean_over_streams(&[], 100.0), (0.0, 50.0, 100.0));
+    }
+
+    /// The time scale is stated and honoured: with on/off cross traffic at 50 ms periods (A
+    /// alternates between C − 2X and C at 25% load, 0 and C at 50%), every estimate states a
+    /// time scale of at least the 100 ms the fleets are spread over, and its value is the
+    /// average over that scale, not a phase: over 200 seeds per cell, the median error against
+    /// the truth at the stated scale is measured 0.06 and 0.01 (25%, 20 and 100 Mbit/s) and
+    /// 0.23 and 0.12 (50%), against 0.17/0.01/0.28/0.25 for the bracket's middle with fleets
+    /// back to back, whose p90 reached 0.89–0.95 at 50% (now 0.37–0.46). Asserted: every
+    /// median ≤ 0.25, the p90 over the four cells below the bracket's.
+    #[test]
+    fn onoff_at_50ms_reads_the_average_at_the_stated_time_scale() {
+        let q = |mut v: Vec<f64>, p: f64| {
+            v.sort_by(f64::total_cmp);
+            crate::stats::quantile(&v, p).unwrap()
+        };
+        let (mut all_now, mut all_before) = (Vec::new(), Vec::new());
+        for c in [20e6, 100e6] {
+            for load in [25, 50] {
+                let runs = |p: AutoParams| -> Vec<Outcome> {
+                    (1..=200)
+                        .filter_map(|s| one(c, "onoff", load, s, p))
+                        .collect()
+                };
+                let now = runs(AutoParams::default());
+                let before = runs(AutoParams {
+                    calibrated: false,
+                    timescale_ns: 0,
+                    ..AutoParams::default()
+                });
+                assert!(now
+                    .iter()
+                    .all(|o| o.est.quality.timescale_ms.is_some_and(|t| t >= 100.0)));
+                let med = q(now.iter().map(Outcome::err).collect(), 0.5);
+                let e = |v: &[Outcome], p| q(v.iter().map(Outcome::err).collect(), p);
+                eprintln!(
+                    "{c} {load}%: median {med:.3} p90 {:.3}, before {:.3} / {:.3}",
+                    e(&now, 0.9),
+                    e(&before, 0.5),
+                    e(&before, 0.9)
+                );
+                assert!(med <= 0.25, "{c} {load}%: median {med}");
+                all_now.extend(now.iter().map(Outcome::err));
+                all_before.extend(before.iter().map(Outcome::err));
+            }
+        }
+        let (p90, p90_before) = (q(all_now, 0.9), q(all_before, 0.9));
+        assert!(p90 < p90_before, "p90 {p90} before {p90_before}");
+    }
+}
