@@ -144,6 +144,15 @@ pub enum InlineEvent {
         rates: Vec<f64>,
         sends_ns: Vec<u64>,
     },
+    /// A stream's echoes were judged: its (send, echo) times and bits per point, the verdict
+    /// (1 rising, −1 flat, 0 unclear or unusable) and whether loss spoilt it (for traces).
+    StreamEchoed {
+        measurement: Option<u32>,
+        index: usize,
+        points: Vec<(u64, u64, f64)>,
+        trend: i8,
+        spoilt: bool,
+    },
     /// A measurement completed.
     Measured { at_ns: u64, value_bps: f64 },
 }
@@ -474,10 +483,7 @@ impl InlineMachine {
     }
 
     fn push_event(&mut self, ev: InlineEvent) {
-        if self.events.len() >= MAX_EVENTS {
-            self.events.pop_front();
-        }
-        self.events.push_back(ev);
+        push_bounded(&mut self.events, ev);
     }
 
     /// EMPTY BUFFER: every held segment leaves now, in order.
@@ -667,8 +673,20 @@ impl InlineMachine {
         if complete && p.spoilt {
             self.counters.streams_lost += 1;
         }
+        let points: Vec<(u64, u64, f64)> = pkts
+            .iter()
+            .filter_map(|q| Some((q.sent_ns?, q.rx_ns?, q.bits)))
+            .collect();
+        let echoed = |trend: i8| InlineEvent::StreamEchoed {
+            measurement: p.measurement,
+            index: p.index,
+            points: points.clone(),
+            trend,
+            spoilt: p.spoilt,
+        };
         match p.measurement {
             None => {
+                self.push_event(echoed(0));
                 if usable {
                     let bits: f64 = pkts[1..].iter().map(|q| q.bits).sum();
                     let span =
@@ -711,6 +729,12 @@ impl InlineMachine {
                     }
                 }
                 let outcome = sweep.handle_stream(&pkts);
+                let trend = match outcome.map(|o| o.trend) {
+                    Some(crate::trend::Trend::Increasing) => 1,
+                    Some(crate::trend::Trend::NotIncreasing) => -1,
+                    _ => 0,
+                };
+                push_bounded(&mut self.events, echoed(trend));
                 if let Some(v) = outcome.and_then(|o| o.result) {
                     self.counters.measurements += 1;
                     let top = self.initial_rate.unwrap_or(f64::INFINITY);
@@ -741,6 +765,13 @@ impl InlineMachine {
             }
         }
     }
+}
+
+fn push_bounded(events: &mut VecDeque<InlineEvent>, ev: InlineEvent) {
+    if events.len() >= MAX_EVENTS {
+        events.pop_front();
+    }
+    events.push_back(ev);
 }
 
 /// Drop echoes spaced by the receiver's delayed-ACK timer (or an app's next write) rather than

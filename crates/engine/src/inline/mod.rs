@@ -51,6 +51,9 @@ pub struct InlineConfig {
     pub params: InlineParams,
     /// Interface ACKs are captured on; `None`: the route to the first `to:` opt-in, else `any`.
     pub capture_dev: Option<String>,
+    /// Write every stream and measurement here, one JSON object a line (a debugging aid for
+    /// benches: the file is not bounded).
+    pub trace: Option<std::path::PathBuf>,
 }
 
 impl InlineConfig {
@@ -60,6 +63,7 @@ impl InlineConfig {
             opt_in,
             params: InlineParams::new(access_bps),
             capture_dev: None,
+            trace: None,
         }
     }
 }
@@ -216,6 +220,12 @@ impl InlineEngine {
             .name("mgrp-inline-acks".into())
             .spawn(move || capture_loop(&mut cap, &tx, &s))
             .map_err(|e| Error::io("spawn inline capture thread", e))?;
+        let trace = match &cfg.trace {
+            Some(p) => Some(std::io::BufWriter::new(
+                std::fs::File::create(p).map_err(|e| Error::io("inline trace file", e))?,
+            )),
+            None => None,
+        };
         let s = shared.clone();
         let params = cfg.params;
         let engine = std::thread::Builder::new()
@@ -229,6 +239,7 @@ impl InlineEngine {
                     params,
                     flows: HashMap::new(),
                     shared: s,
+                    trace,
                 };
                 e.run();
             })
@@ -327,6 +338,7 @@ struct Engine {
     params: InlineParams,
     flows: HashMap<FlowKey, Flow>,
     shared: Arc<Shared>,
+    trace: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl Engine {
@@ -503,6 +515,11 @@ impl Engine {
         };
         for (k, f) in self.flows.iter_mut() {
             while let Some(ev) = f.m.poll_event() {
+                if let Some(w) = self.trace.as_mut() {
+                    use std::io::Write;
+                    let line = serde_json::json!({ "flow": k, "event": &ev });
+                    let _ = writeln!(w, "{line}");
+                }
                 if let mgrp_estimate::inline::InlineEvent::Measured { at_ns, value_bps } = ev {
                     if f.history.len() >= HISTORY {
                         f.history.pop_front();
@@ -547,5 +564,9 @@ impl Engine {
             }
         }
         self.publish(mgrp_clock::realtime_ns());
+        if let Some(w) = self.trace.as_mut() {
+            use std::io::Write;
+            let _ = w.flush();
+        }
     }
 }

@@ -419,3 +419,34 @@ fn echoes_timed_by_a_delayed_ack_are_dropped() {
     drop_late_echoes(&mut rising);
     assert_eq!(rising.len(), 5);
 }
+
+#[test]
+#[ignore]
+fn explore_standing_queue() {
+    for cwnd in [80u32, 120, 200, 400, 800] {
+        for (n, delayed) in [(5, false), (10, true)] {
+            let mut s = Sim::new(100e6, Some("cbr:40mbit,size=1472"), 10_000_000, cwnd, n);
+            s.delayed_ack = delayed;
+            s.run_until(10_000_000_000);
+            let truth = s.path.avail_bps(0, 10_000_000_000);
+            let vals: Vec<f64> = s
+                .events()
+                .iter()
+                .filter_map(|e| match e {
+                    InlineEvent::Measured { at_ns, value_bps } if *at_ns >= 3_000_000_000 => {
+                        Some(*value_bps)
+                    }
+                    _ => None,
+                })
+                .collect();
+            let med = crate::stats::median(&vals);
+            eprintln!(
+                "cwnd {cwnd} N={n} delayed={delayed}: {} est, median {:.1} truth {:.1} ctr {:?}",
+                vals.len(),
+                med / 1e6,
+                truth / 1e6,
+                s.m.counters()
+            );
+        }
+    }
+}
