@@ -124,12 +124,12 @@ fn table(r: &InlineBenchReport) -> String {
         String::new(),
         "Every run:".into(),
         String::new(),
-        "| case | run | inline | throughput (Mbit/s) | retransmits | RTOs | bottleneck (Mbit/s) | estimates | per s | per 2 RTT | median err | p90 err | delivery rate (Mbit/s) | inline median (Mbit/s) |".into(),
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
+        "| case | run | inline | throughput (Mbit/s) | retransmits | RTOs | bottleneck (Mbit/s) | srtt (ms) | cwnd ≥ 4N | estimates | per s | per 2 RTT | median err | p90 err | delivery rate (Mbit/s) | inline median (Mbit/s) |".into(),
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
     ]);
     for x in &r.runs {
         out.push(format!(
-            "| {} | {} | {} | {:.1} | {} | {} | {:.1} | {} | {:.2} | {:.2} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.1} | {} | {} | {:.1} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} |",
             x.case,
             x.rep + 1,
             if x.inline { "on" } else { "off" },
@@ -137,6 +137,9 @@ fn table(r: &InlineBenchReport) -> String {
             x.retransmits,
             x.rtos.map_or("-".into(), |v| v.to_string()),
             x.bottleneck_mbit,
+            x.srtt_ms.map_or("-".into(), |v| format!("{v:.0}")),
+            x.cwnd_ge_4n
+                .map_or("-".into(), |v| format!("{:.0}%", v * 100.0)),
             x.estimates,
             x.estimates_per_s,
             x.estimates_per_2rtt,

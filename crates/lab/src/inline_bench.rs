@@ -145,8 +145,13 @@ pub struct RunRow {
     pub bottleneck_mbit: f64,
     pub estimates: usize,
     pub estimates_per_s: f64,
-    /// Estimates per 2 RTT (the target: ≥ 1 while cwnd ≥ 4N).
+    /// Estimates per 2 RTT (the target: ≥ 1 while cwnd ≥ 4N), RTT = the flow's median srtt.
     pub estimates_per_2rtt: f64,
+    /// The flow's srtt (ms), median of once-a-second samples: the RTT above (base 180 ms plus
+    /// the queue the flow keeps).
+    pub srtt_ms: Option<f64>,
+    /// Share of once-a-second samples with cwnd ≥ 4N.
+    pub cwnd_ge_4n: Option<f64>,
     pub median_err: Option<f64>,
     pub p90_err: Option<f64>,
     pub steps: Vec<StepRow>,
@@ -354,7 +359,11 @@ fn one_run(
             if t0.elapsed() >= next_sample {
                 next_sample += Duration::from_secs(1);
                 if let Ok(i) = mgrp_engine::sock::tcp_info(&c) {
-                    rates.push(i.tcpi_delivery_rate as f64 * 8.0);
+                    rates.push((
+                        i.tcpi_delivery_rate as f64 * 8.0,
+                        i.tcpi_rtt as f64 / 1e3,
+                        i.tcpi_snd_cwnd,
+                    ));
                 }
             }
         }
@@ -442,7 +451,12 @@ fn one_run(
         });
     }
     let whole = truth.window(start_mono, start_mono + (secs * 1e9) as u64);
-    let rtt_s = cfg.rtt_ms as f64 / 1e3;
+    let srtt_ms = quantile(&rates.iter().map(|r| r.1).collect::<Vec<_>>(), 0.5);
+    let rtt_s = srtt_ms.unwrap_or(cfg.rtt_ms as f64) / 1e3;
+    let n_seg = mgrp_estimate::inline::InlineParams::new(1e9).n as u32;
+    let cwnd_ge_4n = (!rates.is_empty()).then(|| {
+        rates.iter().filter(|r| r.2 >= 4 * n_seg).count() as f64 / rates.len() as f64
+    });
     let n = history.len();
     Ok(RunRow {
         case: case.name().into(),
@@ -456,10 +470,13 @@ fn one_run(
         estimates: n,
         estimates_per_s: n as f64 / secs,
         estimates_per_2rtt: n as f64 / (secs / (2.0 * rtt_s)),
+        srtt_ms,
+        cwnd_ge_4n,
         median_err: quantile(&all_settled, 0.5),
         p90_err: quantile(&all_settled, 0.9),
         steps,
-        delivery_rate_mbit: quantile(&rates, 0.5).map(|r| r / 1e6),
+        delivery_rate_mbit: quantile(&rates.iter().map(|r| r.0).collect::<Vec<_>>(), 0.5)
+            .map(|r| r / 1e6),
         inline_median_mbit: quantile(&history.iter().map(|x| x.1).collect::<Vec<_>>(), 0.5)
             .map(|v| v / 1e6),
         counters: status.map(|f| f.counters),

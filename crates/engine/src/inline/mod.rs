@@ -218,7 +218,10 @@ impl InlineEngine {
         let s = shared.clone();
         let capture = std::thread::Builder::new()
             .name("mgrp-inline-acks".into())
-            .spawn(move || capture_loop(&mut cap, &tx, &s))
+            .spawn(move || {
+                crate::pacer::avoid_pacer_cpu();
+                capture_loop(&mut cap, &tx, &s)
+            })
             .map_err(|e| Error::io("spawn inline capture thread", e))?;
         let trace = match &cfg.trace {
             Some(p) => Some(std::io::BufWriter::new(
@@ -344,6 +347,11 @@ struct Engine {
 impl Engine {
     fn run(&mut self) {
         mgrp_clock::tighten_timer_slack();
+        // This thread paces streams to the microsecond, as the pacer does its trains: on the
+        // pacer's CPU at real-time priority (without CAP_SYS_NICE it runs on, with later sends
+        // when preempted). Measured: docs/inline.md.
+        mgrp_clock::cpu::pin_to_pacer_cpu();
+        crate::pacer::try_realtime();
         let mut buf = vec![0u8; MAX_PACKET];
         let mut next_publish = 0;
         while !self.shared.stop.load(Ordering::Relaxed) {
