@@ -219,7 +219,10 @@ impl InlineEngine {
         let capture = std::thread::Builder::new()
             .name("mgrp-inline-acks".into())
             .spawn(move || {
+                // Off the pacer's CPU, but at real-time priority: on a busy host a starved capture
+                // thread handed ACKs over so late that streams timed out (load average 15).
                 crate::pacer::avoid_pacer_cpu();
+                crate::pacer::try_realtime();
                 capture_loop(&mut cap, &tx, &s)
             })
             .map_err(|e| Error::io("spawn inline capture thread", e))?;
