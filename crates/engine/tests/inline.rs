@@ -201,7 +201,10 @@ fn a_20mb_transfer_arrives_intact_under_ack_loss_and_reordering() {
     // The impairment happened: ACKs were lost and overtaken (each about its share of some
     // thousands of ACKs: a count this far below it means the line was bypassed).
     assert!(acks.seen > 2000, "{acks:?}");
-    assert!(acks.lost > acks.seen / 200 && acks.reordered > acks.seen / 100, "{acks:?}");
+    assert!(
+        acks.lost > acks.seen / 200 && acks.reordered > acks.seen / 100,
+        "{acks:?}"
+    );
     // And the engine held and measured through it.
     assert!(
         f.counters.held > 1000 && f.counters.streams_sent > 20,

@@ -454,9 +454,8 @@ fn one_run(
     let srtt_ms = quantile(&rates.iter().map(|r| r.1).collect::<Vec<_>>(), 0.5);
     let rtt_s = srtt_ms.unwrap_or(cfg.rtt_ms as f64) / 1e3;
     let n_seg = mgrp_estimate::inline::InlineParams::new(1e9).n as u32;
-    let cwnd_ge_4n = (!rates.is_empty()).then(|| {
-        rates.iter().filter(|r| r.2 >= 4 * n_seg).count() as f64 / rates.len() as f64
-    });
+    let cwnd_ge_4n = (!rates.is_empty())
+        .then(|| rates.iter().filter(|r| r.2 >= 4 * n_seg).count() as f64 / rates.len() as f64);
     let n = history.len();
     Ok(RunRow {
         case: case.name().into(),

@@ -36,7 +36,10 @@ fn first_event_from(base: &str, path: &str, source: &str, secs: u64) -> Option<V
         .timeout_global(Some(Duration::from_secs(secs)))
         .build()
         .into();
-    let resp = a.get(&format!("{base}/v1/events?path={path}")).call().ok()?;
+    let resp = a
+        .get(&format!("{base}/v1/events?path={path}"))
+        .call()
+        .ok()?;
     let mut lines = BufReader::new(resp.into_body().into_reader()).lines();
     let mut kind = String::new();
     while let Some(Ok(line)) = lines.next() {
@@ -76,6 +79,7 @@ fn inline_estimates_reach_the_api_sse_and_metrics() {
     .unwrap();
     let key = mgrp_engine::auth::Key::random();
     let path = format!("{}->{}", Role::Snd.addr(), Role::Rcv.addr());
+    let p = path.replace('>', "%3E");
     let (paths, estimate, event, metrics) = spawn_in(&tb.ns(Role::Snd), "agent", move || {
         let svc = Service::start(&cfg, key).unwrap();
         let http = Http::start("127.0.0.1:0".parse().unwrap(), svc.hub()).unwrap();
@@ -96,7 +100,6 @@ fn inline_estimates_reach_the_api_sse_and_metrics() {
             }
         });
         // Until the path has an inline estimate (at most 20 s).
-        let p = path.replace('>', "%3E");
         let t0 = Instant::now();
         let mut estimate = (0, String::new());
         while t0.elapsed() < Duration::from_secs(20) {

@@ -9,9 +9,9 @@
 
 use crate::clock::{now_ns, tighten_timer_slack};
 use crate::loss::{LossModel, LossProcess};
-use rand::{Rng, SeedableRng};
 use crate::Error;
 use mgrp_shim::tun::Tun;
+use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
