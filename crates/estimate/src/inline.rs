@@ -35,8 +35,9 @@
 //! - an echo whose ACK came more than 4× the stream's median ACK gap after the previous one is
 //!   dropped: the receiver's delayed-ACK timer (or the next write of an app-limited flow), not the
 //!   path, spaced it;
-//! - three results in a row at the top of the range (≥ 95% of r) redo the initial stream: the
-//!   path's capacity may be above the r first read;
+//! - three of the last five results at the top of the range (≥ 90% of r) redo the initial
+//!   stream, whose r is then at least 1.5× the old one: the path's capacity may be above the r
+//!   first read;
 //! - no measurement starts within one srtt of a retransmission or duplicate ACK (loss recovery);
 //! - at most max(256, 2·cwnd) segments held (up to 4096);
 //! - leftovers are released at once, not re-paced (the kernel would have sent them as a burst on
@@ -225,7 +226,8 @@ pub struct InlineMachine {
     events: VecDeque<InlineEvent>,
     last_estimate: Option<(u64, Estimate)>,
     first_ns: Option<u64>,
-    at_top: u32,
+    /// Of the last few results, which sat at the top of the range (≥ 90% of r).
+    at_top: VecDeque<bool>,
     /// The last retransmission or duplicate ACK seen.
     last_loss_ns: Option<u64>,
 }
@@ -258,7 +260,7 @@ impl InlineMachine {
             events: VecDeque::new(),
             last_estimate: None,
             first_ns: None,
-            at_top: 0,
+            at_top: VecDeque::new(),
             last_loss_ns: None,
         }
     }
@@ -699,7 +701,14 @@ impl InlineMachine {
                     let span =
                         pkts.last().and_then(|q| q.rx_ns).unwrap_or(0) - pkts[0].rx_ns.unwrap_or(0);
                     if span > 0 {
-                        let r = (bits * 1e9 / span as f64).min(self.p.sweep.access_bps);
+                        // A redo (results stuck at the top) raises r by half at least: a
+                        // back-to-back stream behind a queue standing with the flow's own
+                        // segments can read its share again (bench: r = 20 for C = 100, the
+                        // range capped there and the flow held to 13 Mbit/s).
+                        let floor = self.initial_rate.map_or(0.0, |r| 1.5 * r);
+                        let r = (bits * 1e9 / span as f64)
+                            .max(floor)
+                            .min(self.p.sweep.access_bps);
                         self.initial_rate = Some(r);
                         // The back-to-back stream's rate stands in for the path's capacity
                         // (the sweep's rise floor is one packet's service time at it).
@@ -748,7 +757,10 @@ impl InlineMachine {
                 if let Some(v) = outcome.and_then(|o| o.result) {
                     self.counters.measurements += 1;
                     let top = self.initial_rate.unwrap_or(f64::INFINITY);
-                    self.at_top = if v >= 0.95 * top { self.at_top + 1 } else { 0 };
+                    self.at_top.push_back(v >= 0.9 * top);
+                    if self.at_top.len() > 5 {
+                        self.at_top.pop_front();
+                    }
                     if let Some(mut e) = Estimator::estimate(&*sweep) {
                         e.quality = Quality {
                             method: "imtcp",
@@ -765,10 +777,10 @@ impl InlineMachine {
                         });
                         self.last_estimate = Some((now, e));
                     }
-                    if self.at_top >= 3 {
+                    if self.at_top.iter().filter(|t| **t).count() >= 3 {
                         // Start over from a new back-to-back stream.
                         self.sweep = None;
-                        self.at_top = 0;
+                        self.at_top.clear();
                         self.counters.restarts += 1;
                     }
                 }

@@ -404,15 +404,12 @@ fn run(
             }
             queued += buf.len();
             restore_ttl(&mut buf);
-            let extra = match reorder.as_mut() {
-                Some((r, rng)) => {
-                    if rng.random_bool(r.p) {
-                        r.extra.as_nanos() as u64
-                    } else {
-                        0
-                    }
-                }
-                None => 0,
+            let hold_longer = reorder
+                .as_mut()
+                .is_some_and(|(r, rng)| rng.random_bool(r.p));
+            let extra = match reorder.as_ref() {
+                Some((r, _)) if hold_longer => r.extra.as_nanos() as u64,
+                _ => 0,
             };
             if extra > 0 {
                 if let Ok(mut r) = rec.lock() {
