@@ -582,6 +582,7 @@ fn delayline(a: DelaylineArgs) -> Result<()> {
             delay: Duration::from_nanos(a.delay_ns),
             loss: a.loss,
             seed: a.loss_seed,
+            reorder: None,
         },
     )?;
     while !crate::signals::interrupted() {

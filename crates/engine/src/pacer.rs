@@ -125,7 +125,7 @@ pub(crate) fn send_probe(sock: &UdpSocket, pkt: &[u8]) -> Option<u64> {
 
 /// Ask for real-time scheduling (needs CAP_SYS_NICE; without it the pacer still works, with
 /// longer tails when other tasks preempt it).
-fn try_realtime() -> bool {
+pub(crate) fn try_realtime() -> bool {
     let param = libc::sched_param { sched_priority: 50 };
     // SAFETY: sched_setscheduler on the calling thread (pid 0) with a valid param.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }

@@ -161,6 +161,7 @@ pub struct Sweep {
     results: VecDeque<f64>,
     last: Option<(f64, f64, f64)>,
     done_measurements: u32,
+    void_measurements: u32,
     start: Option<u64>,
     now: u64,
     bytes: u64,
@@ -183,6 +184,7 @@ impl Sweep {
             results: VecDeque::new(),
             last: None,
             done_measurements: 0,
+            void_measurements: 0,
             start: None,
             now: 0,
             bytes: 0,
@@ -317,8 +319,9 @@ impl Sweep {
         self.points.push(pts);
         let early_stop = i >= 1 && self.trends[i] == -1 && self.trends[i - 1] == -1;
         let result = if i + 1 >= self.k() || early_stop {
-            self.finish_measurement();
-            self.last.map(|l| l.0)
+            self.finish_measurement()
+                .then_some(self.last.map(|l| l.0))
+                .flatten()
         } else {
             self.stage = Stage::Stream(i + 1);
             None
@@ -354,8 +357,11 @@ impl Sweep {
     /// total squared error is least; A is the highest sending rate on line (i).
     fn knee(&self, a: usize) -> f64 {
         let (top, bottom) = (self.bounds[a - 1], self.bounds[a]);
-        let Some(pts) = self.points.get(a - 1).filter(|p| !p.is_empty()) else {
-            return bottom;
+        // Fewer than three points cannot place a knee (a line through two fits exactly, so
+        // "all on line (ii)" always won and A read the sub-range's bottom: a downward ratchet
+        // when streams come back short). The sub-range's middle is the unbiased guess.
+        let Some(pts) = self.points.get(a - 1).filter(|p| p.len() >= 3) else {
+            return (top + bottom) / 2.0;
         };
         let n = pts.len();
         let sse_identity = |p: &[(f64, f64)]| p.iter().map(|(x, y)| (y - x).powi(2)).sum::<f64>();
@@ -388,7 +394,17 @@ impl Sweep {
         }
     }
 
-    fn finish_measurement(&mut self) {
+    /// Steps 4–6; false when no stream of the measurement could tell (every verdict T = 0):
+    /// then nothing was learnt, no result is made and the range stays (the seed does not say;
+    /// taking the arg-max over all-zero verdicts picked a sub-range below the middle, and the
+    /// range slid down ~5% per such measurement while loss spoilt every stream).
+    fn finish_measurement(&mut self) -> bool {
+        if self.trends.iter().all(|t| *t == 0) {
+            self.void_measurements += 1;
+            self.done_measurements += 1;
+            self.begin_measurement();
+            return false;
+        }
         let k = self.k();
         let a = self.choose();
         // A_prev floored at 1% of the access rate: a result of ~0 must not collapse the range.
@@ -455,6 +471,12 @@ impl Sweep {
         self.a_prev = value.max(1.0);
         self.done_measurements += 1;
         self.begin_measurement();
+        true
+    }
+
+    /// Measurements in which no stream could tell (no result made).
+    pub fn void_measurements(&self) -> u32 {
+        self.void_measurements
     }
 }
 

@@ -3,7 +3,8 @@
 //! of 40, 576 and 1500 B packets stepping A through 60, 40, 60, 20, 60 Mbit/s; the monitored
 //! flow a kernel CUBIC bulk transfer, once with the inline engine on and once off in the same
 //! bench; then the flow app-limited at 20 Mbit/s with A = 60, against the kernel's own
-//! `tcpi_delivery_rate`.
+//! `tcpi_delivery_rate`; then the bulk flow against web-like TCP cross traffic (A ≈ 60), inline
+//! on and off. Every case may be repeated; the summary gives medians and ranges over repeats.
 
 use crate::{ensure, Hooks, Result};
 use mgrp_engine::inline::{FlowStatus, InlineConfig, InlineEngine};
@@ -18,6 +19,34 @@ use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 const PORT: u16 = 6401;
+
+/// One scenario of the bench.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Case {
+    /// The CUBIC bulk flow, UDP cross traffic stepping A (inline on, then off).
+    Bulk,
+    /// The flow app-limited at `app_mbit`, A = `app_a_mbit` (inline on).
+    AppLimited,
+    /// The bulk flow against web-like TCP cross traffic of C − `app_a_mbit` (inline on, off).
+    Web,
+}
+
+impl Case {
+    pub const ALL: [Case; 3] = [Case::Bulk, Case::AppLimited, Case::Web];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Case::Bulk => "bulk",
+            Case::AppLimited => "app-limited",
+            Case::Web => "web",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Case> {
+        Case::ALL.into_iter().find(|c| c.name() == s)
+    }
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct InlineBenchConfig {
@@ -35,6 +64,16 @@ pub struct InlineBenchConfig {
     pub app_s: f64,
     /// Shares of the cross traffic's bytes in 44, 576 and 1500 B packets.
     pub mix: [(u32, f64); 3],
+    /// The web case's duration.
+    pub web_s: f64,
+    pub cases: Vec<Case>,
+    /// Run the bulk and web cases with inline off too (throughput, retransmits, RTOs).
+    pub compare_off: bool,
+    /// Each case this many times (fresh testbeds), for the spread.
+    pub repeat: usize,
+    /// Write each inline run's stream trace (JSON lines) into this directory.
+    #[serde(skip)]
+    pub trace_dir: Option<std::path::PathBuf>,
 }
 
 impl InlineBenchConfig {
@@ -51,6 +90,11 @@ impl InlineBenchConfig {
             app_s: if quick { 15.0 } else { 30.0 },
             // 44 B: the generator's smallest IP packet (the seed's 40 B cannot carry its header).
             mix: [(44, 0.05), (576, 0.25), (1500, 0.70)],
+            web_s: if quick { 15.0 } else { 40.0 },
+            cases: Case::ALL.to_vec(),
+            compare_off: true,
+            repeat: 1,
+            trace_dir: None,
         }
     }
 
@@ -64,6 +108,15 @@ impl InlineBenchConfig {
         )?;
         ensure(self.step_s >= 5.0, "steps of at least 5 s")?;
         ensure(self.settle_s < self.step_s, "settle shorter than a step")?;
+        ensure(
+            (1..=10).contains(&self.repeat),
+            "repeat between 1 and 10 times",
+        )?;
+        ensure(!self.cases.is_empty(), "no case to run")?;
+        ensure(
+            self.app_s > self.settle_s && self.web_s > self.settle_s,
+            "app-limited and web runs longer than the settle time",
+        )?;
         Ok(())
     }
 }
@@ -81,17 +134,24 @@ pub struct StepRow {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRow {
     pub case: String,
+    /// Which repeat (0-based).
+    pub rep: usize,
     pub inline: bool,
     pub secs: f64,
     pub throughput_mbit: f64,
     pub retransmits: u32,
-    /// Retransmission timeouts are not in this kernel's `tcp_info` as read here: `None`.
+    /// Retransmission timeouts (`tcpi_total_rto`, Linux ≥ 6.7).
     pub rtos: Option<u32>,
     pub bottleneck_mbit: f64,
     pub estimates: usize,
     pub estimates_per_s: f64,
-    /// Estimates per 2 RTT (the target: ≥ 1 while cwnd ≥ 4N).
+    /// Estimates per 2 RTT (the target: ≥ 1 while cwnd ≥ 4N), RTT = the flow's median srtt.
     pub estimates_per_2rtt: f64,
+    /// The flow's srtt (ms), median of once-a-second samples: the RTT above (base 180 ms plus
+    /// the queue the flow keeps).
+    pub srtt_ms: Option<f64>,
+    /// Share of once-a-second samples with cwnd ≥ 4N.
+    pub cwnd_ge_4n: Option<f64>,
     pub median_err: Option<f64>,
     pub p90_err: Option<f64>,
     pub steps: Vec<StepRow>,
@@ -106,7 +166,72 @@ pub struct RunRow {
 pub struct InlineBenchReport {
     pub config: InlineBenchConfig,
     pub runs: Vec<RunRow>,
+    /// Per case and inline on/off, over the repeats.
+    pub summary: Vec<SummaryRow>,
     pub load: String,
+}
+
+/// Median, min and max of one figure over the repeats.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(v: &[f64]) -> Option<Spread> {
+        let v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+        Some(Spread {
+            median: quantile(&v, 0.5)?,
+            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SummaryRow {
+    pub case: String,
+    pub inline: bool,
+    pub runs: usize,
+    pub throughput_mbit: Option<Spread>,
+    pub retransmits: Option<Spread>,
+    pub rtos: Option<Spread>,
+    pub estimates_per_2rtt: Option<Spread>,
+    pub median_err: Option<Spread>,
+    pub p90_err: Option<Spread>,
+}
+
+fn summarize(runs: &[RunRow]) -> Vec<SummaryRow> {
+    let mut keys: Vec<(String, bool)> = Vec::new();
+    for r in runs {
+        if !keys.contains(&(r.case.clone(), r.inline)) {
+            keys.push((r.case.clone(), r.inline));
+        }
+    }
+    keys.into_iter()
+        .map(|(case, inline)| {
+            let rs: Vec<&RunRow> = runs
+                .iter()
+                .filter(|r| r.case == case && r.inline == inline)
+                .collect();
+            let of = |f: &dyn Fn(&RunRow) -> Option<f64>| {
+                Spread::of(&rs.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
+            };
+            SummaryRow {
+                runs: rs.len(),
+                throughput_mbit: of(&|r| Some(r.throughput_mbit)),
+                retransmits: of(&|r| Some(r.retransmits as f64)),
+                rtos: of(&|r| r.rtos.map(f64::from)),
+                estimates_per_2rtt: of(&|r| r.inline.then_some(r.estimates_per_2rtt)),
+                median_err: of(&|r| r.median_err),
+                p90_err: of(&|r| r.p90_err),
+                case,
+                inline,
+            }
+        })
+        .collect()
 }
 
 /// The cross traffic of one size class: its share of `cross` at each step.
@@ -131,17 +256,17 @@ fn patterns(cfg: &InlineBenchConfig, avail: &[f64], step_s: f64) -> Result<Vec<C
 /// One run: the path, the cross traffic, the flow (bulk or app-limited), inline on or off.
 fn one_run(
     cfg: &InlineBenchConfig,
-    case: &str,
-    avail: &[f64],
-    app_mbit: Option<f64>,
+    case: Case,
+    rep: usize,
     inline: bool,
     hooks: Hooks<'_>,
 ) -> Result<RunRow> {
-    let step_s = if app_mbit.is_some() {
-        cfg.app_s
-    } else {
-        cfg.step_s
+    let (avail, app_mbit, step_s) = match case {
+        Case::Bulk => (cfg.steps_mbit.clone(), None, cfg.step_s),
+        Case::AppLimited => (vec![cfg.app_a_mbit], Some(cfg.app_mbit), cfg.app_s),
+        Case::Web => (vec![cfg.app_a_mbit], None, cfg.web_s),
     };
+    let avail = &avail[..];
     let secs = step_s * avail.len() as f64;
     let tb = Testbed::up(
         TestbedConfig {
@@ -152,12 +277,17 @@ fn one_run(
         },
         DelayMode::Thread,
     )?;
+    let trace = cfg
+        .trace_dir
+        .as_ref()
+        .map(|d| d.join(format!("inline-trace-{}-{rep}.jsonl", case.name())));
     let engine = if inline {
         let access = tb.capacity().bps();
         Some(
             spawn_in(&tb.ns(Role::Snd), "inline", move || {
-                InlineEngine::start(&InlineConfig::new(vec![OptIn::TcpPort(PORT)], access * 1.2))
-                    .map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
+                let mut c = InlineConfig::new(vec![OptIn::TcpPort(PORT)], access * 1.2);
+                c.trace = trace;
+                InlineEngine::start(&c).map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
             })?
             .join()
             .map_err(|_| crate::Error::Worker("inline start panicked".into()))??,
@@ -170,7 +300,16 @@ fn one_run(
         max_duration: Duration::from_secs_f64(secs + 30.0),
         ..Default::default()
     };
-    let gens = patterns(cfg, avail, step_s)?
+    let cross = match case {
+        Case::Web => vec![CrossPattern::parse(&format!(
+            "web:{:.3}mbit,seed={}",
+            cfg.capacity_mbit - cfg.app_a_mbit,
+            rep + 1
+        ))
+        .map_err(|e| crate::Error::Config(e.to_string()))?],
+        _ => patterns(cfg, avail, step_s)?,
+    };
+    let gens = cross
         .iter()
         .enumerate()
         .map(|(i, p)| CrossTraffic::start(&tb, p, BASE_PORT + i as u16, &opts))
@@ -220,7 +359,11 @@ fn one_run(
             if t0.elapsed() >= next_sample {
                 next_sample += Duration::from_secs(1);
                 if let Ok(i) = mgrp_engine::sock::tcp_info(&c) {
-                    rates.push(i.tcpi_delivery_rate as f64 * 8.0);
+                    rates.push((
+                        i.tcpi_delivery_rate as f64 * 8.0,
+                        i.tcpi_rtt as f64 / 1e3,
+                        i.tcpi_snd_cwnd,
+                    ));
                 }
             }
         }
@@ -229,6 +372,7 @@ fn one_run(
         Ok((
             info.map_or(0, |i| i.tcpi_bytes_acked),
             info.map_or(0, |i| i.tcpi_total_retrans),
+            info.map(|i| u32::from(i.tcpi_total_rto)),
             t0.elapsed().as_secs_f64(),
             rates,
         ))
@@ -237,7 +381,9 @@ fn one_run(
     while t0.elapsed() < dur + Duration::from_secs(2) {
         std::thread::sleep(Duration::from_millis(500));
         hooks.say(&format!(
-            "\r  {case} inline {}: {:.0}/{secs:.0} s ",
+            "\r  {} #{} inline {}: {:.0}/{secs:.0} s ",
+            case.name(),
+            rep + 1,
             if inline { "on" } else { "off" },
             t0.elapsed().as_secs_f64().min(secs)
         ));
@@ -245,7 +391,7 @@ fn one_run(
             break;
         }
     }
-    let (acked, retrans, flow_s, rates) = client
+    let (acked, retrans, rtos, flow_s, rates) = client
         .join()
         .map_err(|_| crate::Error::Worker("flow panicked".into()))??;
     let _ = server.join();
@@ -305,51 +451,57 @@ fn one_run(
         });
     }
     let whole = truth.window(start_mono, start_mono + (secs * 1e9) as u64);
-    let rtt_s = cfg.rtt_ms as f64 / 1e3;
+    let srtt_ms = quantile(&rates.iter().map(|r| r.1).collect::<Vec<_>>(), 0.5);
+    let rtt_s = srtt_ms.unwrap_or(cfg.rtt_ms as f64) / 1e3;
+    let n_seg = mgrp_estimate::inline::InlineParams::new(1e9).n as u32;
+    let cwnd_ge_4n = (!rates.is_empty())
+        .then(|| rates.iter().filter(|r| r.2 >= 4 * n_seg).count() as f64 / rates.len() as f64);
     let n = history.len();
     Ok(RunRow {
-        case: case.into(),
+        case: case.name().into(),
+        rep,
         inline,
         secs: flow_s,
         throughput_mbit: acked as f64 * 8.0 / flow_s / 1e6,
         retransmits: retrans,
-        rtos: None,
+        rtos,
         bottleneck_mbit: whole.map_or(f64::NAN, |w| w.total_bps / 1e6),
         estimates: n,
         estimates_per_s: n as f64 / secs,
         estimates_per_2rtt: n as f64 / (secs / (2.0 * rtt_s)),
+        srtt_ms,
+        cwnd_ge_4n,
         median_err: quantile(&all_settled, 0.5),
         p90_err: quantile(&all_settled, 0.9),
         steps,
-        delivery_rate_mbit: quantile(&rates, 0.5).map(|r| r / 1e6),
+        delivery_rate_mbit: quantile(&rates.iter().map(|r| r.0).collect::<Vec<_>>(), 0.5)
+            .map(|r| r / 1e6),
         inline_median_mbit: quantile(&history.iter().map(|x| x.1).collect::<Vec<_>>(), 0.5)
             .map(|v| v / 1e6),
         counters: status.map(|f| f.counters),
     })
 }
 
-/// Bulk with inline on, bulk with inline off, then app-limited with inline on.
+/// Per repeat, each case: inline on, then (bulk and web, with `compare_off`) inline off.
 pub fn run(cfg: &InlineBenchConfig, hooks: Hooks<'_>) -> Result<InlineBenchReport> {
     cfg.check()?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mut runs = Vec::new();
-    for inline in [true, false] {
-        runs.push(one_run(cfg, "bulk", &cfg.steps_mbit, None, inline, hooks)?);
-        if hooks.stopped() {
-            return Err(crate::Error::Interrupted);
+    for rep in 0..cfg.repeat {
+        for &case in &cfg.cases {
+            let off = cfg.compare_off && case != Case::AppLimited;
+            for inline in [true, false].into_iter().filter(|i| *i || off) {
+                runs.push(one_run(cfg, case, rep, inline, hooks)?);
+                if hooks.stopped() {
+                    return Err(crate::Error::Interrupted);
+                }
+            }
         }
     }
-    runs.push(one_run(
-        cfg,
-        "app-limited",
-        &[cfg.app_a_mbit],
-        Some(cfg.app_mbit),
-        true,
-        hooks,
-    )?);
     hooks.say("\n");
     Ok(InlineBenchReport {
         config: cfg.clone(),
+        summary: summarize(&runs),
         runs,
         load: format!("loadavg at start: {}", load.trim()),
     })

@@ -11,6 +11,7 @@ use crate::clock::{now_ns, tighten_timer_slack};
 use crate::loss::{LossModel, LossProcess};
 use crate::Error;
 use mgrp_shim::tun::Tun;
+use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
@@ -65,6 +66,9 @@ pub struct DelayStats {
     /// `lost / seen` (0 before any packet).
     #[serde(default)]
     pub loss_rate: f64,
+    /// Packets held longer on purpose so that later ones overtook them (`LineParams::reorder`).
+    #[serde(default)]
+    pub reordered: u64,
     /// Departure lateness (actual − due) in microseconds.
     pub late_us_p50: f64,
     pub late_us_p90: f64,
@@ -141,6 +145,18 @@ pub struct LineParams {
     /// Seed of the loss model's RNG; a line serving several namespaces uses `seed + i` in the
     /// i-th, so each has its own but reproducible sequence.
     pub seed: u64,
+    /// Reorder: each packet kept (not lost) is, with this probability, held this much longer,
+    /// so packets read after it overtake it.
+    pub reorder: Option<Reorder>,
+}
+
+/// Packets held longer than the rest so that later ones overtake them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reorder {
+    /// Probability per packet.
+    pub p: f64,
+    /// The extra hold.
+    pub extra: Duration,
 }
 
 /// A running delay line: one thread per namespace it serves.
@@ -177,6 +193,14 @@ impl DelayLine {
         if let Some(m) = &params.loss {
             m.validate()?;
         }
+        if let Some(r) = params.reorder {
+            if !(0.0..=1.0).contains(&r.p) || r.extra > MAX_DELAY {
+                return Err(Error::BadInput(format!(
+                    "delay line: reorder probability {} must be in [0, 1] and its extra hold {:?} at most {:?}",
+                    r.p, r.extra, MAX_DELAY
+                )));
+            }
+        }
         if params.delay > MAX_DELAY {
             return Err(Error::BadInput(format!(
                 "delay line: delay {:?} is above the {:?} it supports",
@@ -196,6 +220,12 @@ impl DelayLine {
                 .loss
                 .clone()
                 .map(|m| LossProcess::new(m, params.seed.wrapping_add(i as u64)));
+            let reorder = params.reorder.map(|r| {
+                (
+                    r,
+                    rand::rngs::StdRng::seed_from_u64(params.seed.wrapping_add(1000 + i as u64)),
+                )
+            });
             let (ready_tx, ready_rx) = std::sync::mpsc::channel();
             let (stop2, rec2, dev2) = (stop.clone(), rec.clone(), dev.to_string());
             let h = crate::netns::spawn_in(&ns, "delayline", move || {
@@ -209,7 +239,14 @@ impl DelayLine {
                         return Err(e);
                     }
                 };
-                run(tun, &dev2, delay.as_nanos() as u64, loss, &stop2, &rec2)
+                run(
+                    tun,
+                    &dev2,
+                    delay.as_nanos() as u64,
+                    (loss, reorder),
+                    &stop2,
+                    &rec2,
+                )
             })?;
             line.threads.push(h);
             line.recorders.push(rec);
@@ -231,6 +268,7 @@ impl DelayLine {
             total.loss_model = s.loss_model;
             total.seen += s.seen;
             total.lost += s.lost;
+            total.reordered += s.reordered;
             total.packets += s.packets;
             total.bytes += s.bytes;
             total.dropped += s.dropped;
@@ -315,7 +353,7 @@ fn run(
     tun: Tun,
     dev: &str,
     delay_ns: u64,
-    mut loss: Option<LossProcess>,
+    (mut loss, mut reorder): (Option<LossProcess>, Option<(Reorder, rand::rngs::StdRng)>),
     stop: &AtomicBool,
     rec: &Mutex<Recorder>,
 ) -> Result<(), Error> {
@@ -366,9 +404,24 @@ fn run(
             }
             queued += buf.len();
             restore_ttl(&mut buf);
-            queue.push_back((now_ns() + delay_ns, buf));
+            let hold_longer = reorder
+                .as_mut()
+                .is_some_and(|(r, rng)| rng.random_bool(r.p));
+            let extra = match reorder.as_ref() {
+                Some((r, _)) if hold_longer => r.extra.as_nanos() as u64,
+                _ => 0,
+            };
+            if extra > 0 {
+                if let Ok(mut r) = rec.lock() {
+                    r.stats.reordered += 1;
+                }
+            }
+            let due = now_ns() + delay_ns + extra;
+            // In due order: a packet held longer goes behind those due before it.
+            let at = queue.partition_point(|(d, _)| *d <= due);
+            queue.insert(at, (due, buf));
         }
-        // Release what is due. The delay is constant, so the queue is in due order.
+        // Release what is due (the queue is kept in due order).
         let now = now_ns();
         while queue.front().is_some_and(|(due, _)| *due <= now) {
             let (due, pkt) = queue.pop_front().expect("front exists");

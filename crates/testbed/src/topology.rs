@@ -612,6 +612,7 @@ impl Testbed {
                 delay: Duration::ZERO,
                 loss: Some(loss),
                 seed: tb.config.loss_seed,
+                reorder: None,
             };
             let sites = tb.loss_sites();
             tb.loss = Some(tb.start_line(LineKind::Loss, &sites, params, delay_mode)?);

@@ -51,6 +51,9 @@ pub struct InlineConfig {
     pub params: InlineParams,
     /// Interface ACKs are captured on; `None`: the route to the first `to:` opt-in, else `any`.
     pub capture_dev: Option<String>,
+    /// Write every stream and measurement here, one JSON object a line (a debugging aid for
+    /// benches: the file is not bounded).
+    pub trace: Option<std::path::PathBuf>,
 }
 
 impl InlineConfig {
@@ -60,6 +63,7 @@ impl InlineConfig {
             opt_in,
             params: InlineParams::new(access_bps),
             capture_dev: None,
+            trace: None,
         }
     }
 }
@@ -214,8 +218,20 @@ impl InlineEngine {
         let s = shared.clone();
         let capture = std::thread::Builder::new()
             .name("mgrp-inline-acks".into())
-            .spawn(move || capture_loop(&mut cap, &tx, &s))
+            .spawn(move || {
+                // Off the pacer's CPU, but at real-time priority: on a busy host a starved capture
+                // thread handed ACKs over so late that streams timed out (load average 15).
+                crate::pacer::avoid_pacer_cpu();
+                crate::pacer::try_realtime();
+                capture_loop(&mut cap, &tx, &s)
+            })
             .map_err(|e| Error::io("spawn inline capture thread", e))?;
+        let trace = match &cfg.trace {
+            Some(p) => Some(std::io::BufWriter::new(
+                std::fs::File::create(p).map_err(|e| Error::io("inline trace file", e))?,
+            )),
+            None => None,
+        };
         let s = shared.clone();
         let params = cfg.params;
         let engine = std::thread::Builder::new()
@@ -229,6 +245,7 @@ impl InlineEngine {
                     params,
                     flows: HashMap::new(),
                     shared: s,
+                    trace,
                 };
                 e.run();
             })
@@ -327,11 +344,17 @@ struct Engine {
     params: InlineParams,
     flows: HashMap<FlowKey, Flow>,
     shared: Arc<Shared>,
+    trace: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl Engine {
     fn run(&mut self) {
         mgrp_clock::tighten_timer_slack();
+        // This thread paces streams to the microsecond, as the pacer does its trains: on the
+        // pacer's CPU at real-time priority (without CAP_SYS_NICE it runs on, with later sends
+        // when preempted). Measured: docs/inline.md.
+        mgrp_clock::cpu::pin_to_pacer_cpu();
+        crate::pacer::try_realtime();
         let mut buf = vec![0u8; MAX_PACKET];
         let mut next_publish = 0;
         while !self.shared.stop.load(Ordering::Relaxed) {
@@ -503,6 +526,11 @@ impl Engine {
         };
         for (k, f) in self.flows.iter_mut() {
             while let Some(ev) = f.m.poll_event() {
+                if let Some(w) = self.trace.as_mut() {
+                    use std::io::Write;
+                    let line = serde_json::json!({ "flow": k, "event": &ev });
+                    let _ = writeln!(w, "{line}");
+                }
                 if let mgrp_estimate::inline::InlineEvent::Measured { at_ns, value_bps } = ev {
                     if f.history.len() >= HISTORY {
                         f.history.pop_front();
@@ -547,5 +575,9 @@ impl Engine {
             }
         }
         self.publish(mgrp_clock::realtime_ns());
+        if let Some(w) = self.trace.as_mut() {
+            use std::io::Write;
+            let _ = w.flush();
+        }
     }
 }

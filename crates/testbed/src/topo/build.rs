@@ -424,6 +424,7 @@ impl TopoTestbed {
                 delay: l.delay.unwrap_or_default(),
                 loss: l.loss.clone(),
                 seed: 1 + i as u64,
+                reorder: None,
             };
             let r = self.topo.delay_end(i);
             let (ns, tun) = (self.ns(r), format!("dly-{i}"));
