@@ -39,6 +39,10 @@ struct Measured {
     bytes: u64,
     /// The allowance stopped it before a train.
     cut: bool,
+    /// Bytes (frames) of the train the allowance refused, when the estimator says.
+    need: Option<u64>,
+    /// Its estimate is news (a tracker's round cut before it concluded holds the old one).
+    fresh: bool,
     cap: Option<mgrp_estimate::Estimate>,
     sent: u64,
     lost: u64,
@@ -180,6 +184,8 @@ impl Driver {
             result,
             bytes,
             cut,
+            need,
+            fresh,
             cap,
             sent,
             lost,
@@ -200,6 +206,9 @@ impl Driver {
         let avail = match result {
             Ok(e) => {
                 sched.handle_measured(now, wire, cut);
+                if let Some(need) = need.filter(|_| cut) {
+                    sched.wait_for_room(need);
+                }
                 e
             }
             Err(e) => {
@@ -226,7 +235,7 @@ impl Driver {
             recs.push(record::from_estimate(at("capacity"), cap));
         }
         // A capacity-only round (the first one of methods that need C) is not an A estimate.
-        let avail = avail.filter(|e| e.final_ && e.quality.method != "capacity");
+        let avail = avail.filter(|e| fresh && e.final_ && e.quality.method != "capacity");
         // Cut by the budget before its estimate: say so rather than let the old one stand.
         let starved = cut && avail.is_none();
         if let Some(a) = &avail {
@@ -326,6 +335,8 @@ impl Driver {
                 result,
                 bytes,
                 cut: t.round_cut(),
+                need: t.pending_frames(),
+                fresh: t.round_concluded(),
                 cap: t.capacity(),
                 sent,
                 lost,
@@ -352,6 +363,8 @@ impl Driver {
             result,
             bytes,
             cut: bounded.exhausted(),
+            need: None,
+            fresh: true,
             cap: bounded.capacity(),
             sent: bounded.probes_sent,
             lost: bounded.probes_lost,

@@ -48,6 +48,9 @@ pub struct Schedule {
     budget_cut: Option<BudgetCut>,
     /// Probe bytes a second the path may carry on average (ceiling × capacity), once known.
     ceiling_bytes_per_s: Option<f64>,
+    /// Bytes of the last round: paid back when a ceiling comes after it (the first round
+    /// measures the capacity the ceiling is a share of).
+    last_bytes: u64,
 }
 
 impl Schedule {
@@ -63,15 +66,19 @@ impl Schedule {
             woken: false,
             budget_cut: None,
             ceiling_bytes_per_s: None,
+            last_bytes: 0,
         }
     }
 
     /// Hold the probe load at or below `bytes_per_s` (ceiling × capacity; `None`: no ceiling):
     /// the minute's budget is capped at a minute of it, and after each round the next waits
     /// until the round's bytes are paid for at that rate (so over any run of whole rounds the
-    /// load never exceeds it, whatever `every` says; a "measure now" waits too).
+    /// load never exceeds it, whatever `every` says; a "measure now" waits too). The last
+    /// round is paid back at it as well, so the ceiling holds from the first round (which
+    /// measured the capacity) on.
     pub fn set_ceiling(&mut self, bytes_per_s: Option<f64>) {
         self.ceiling_bytes_per_s = bytes_per_s.filter(|r| r.is_finite() && *r > 0.0);
+        self.pay_back(self.last_bytes);
     }
 
     pub fn ceiling_bytes_per_s(&self) -> Option<f64> {
@@ -88,6 +95,7 @@ impl Schedule {
 
     /// After a round that sent `bytes`: no next round before they are paid for at the ceiling.
     fn pay_back(&mut self, bytes: u64) {
+        self.last_bytes = bytes;
         if let Some(r) = self.ceiling_bytes_per_s {
             let pay = (bytes as f64 / r * 1e9).ceil() as u64;
             self.next_ns = self.next_ns.max(self.round_ns.saturating_add(pay));
@@ -164,6 +172,25 @@ impl Schedule {
         // From the round's start, like a success: the first failure keeps the rhythm.
         self.next_ns = self.round_ns.saturating_add(wait);
         self.pay_back(bytes);
+    }
+
+    /// A round was cut before a train of `need` bytes: no next round before the trailing
+    /// minute has room for it (rounds due sooner would only be cut again, spending nothing).
+    /// A train larger than the whole budget never fits: the rhythm is left as it is.
+    pub fn wait_for_room(&mut self, need: u64) {
+        let budget = self.minute_budget();
+        if need > budget {
+            return;
+        }
+        let mut left: u64 = self.spent.iter().map(|(_, b)| b).sum();
+        for (t, b) in &self.spent {
+            if left + need <= budget {
+                break;
+            }
+            left -= b;
+            // This spend leaves the window a minute after it was made.
+            self.next_ns = self.next_ns.max(t.saturating_add(MINUTE_NS));
+        }
     }
 
     /// Whether the last round's estimate is missing because of the budget.
@@ -300,6 +327,40 @@ mod tests {
         }
         assert!(s.spent.len() <= SPENT_CAP);
         assert_eq!(s.used(5000), 10_000);
+    }
+
+    /// A cut round waits until the minute has room for the train it could not pay for.
+    #[test]
+    fn a_cut_round_waits_for_room() {
+        let mut s = Schedule::new(0, S / 4, 100_000);
+        s.poll(0);
+        s.handle_measured(S, 60_000, false);
+        s.poll(2 * S);
+        s.handle_measured(3 * S, 30_000, true);
+        // 10 kB left; the next train needs 35 kB: the first spend must leave first.
+        s.wait_for_room(35_000);
+        assert_eq!(s.poll_timeout(), 61 * S);
+        assert_eq!(s.poll(60 * S), None);
+        assert_eq!(s.poll(61 * S), Some(Action::Measure { allowance: 70_000 }));
+        // Room already there, or a train that can never fit: the rhythm stands.
+        s.handle_measured(62 * S, 0, true);
+        let due = s.poll_timeout();
+        s.wait_for_room(1_000);
+        s.wait_for_room(200_000);
+        assert_eq!(s.poll_timeout(), due);
+    }
+
+    /// A ceiling known only after the first round (which measured C) pays that round back.
+    #[test]
+    fn the_round_before_the_ceiling_is_paid_back() {
+        let mut s = Schedule::new(0, S / 4, 10_000_000);
+        s.poll(0);
+        s.handle_measured(S, 300_000, false);
+        assert_eq!(s.poll_timeout(), S / 4);
+        s.set_ceiling(Some(50_000.0));
+        assert_eq!(s.poll_timeout(), 6 * S);
+        s.set_ceiling(Some(50_000.0));
+        assert_eq!(s.poll_timeout(), 6 * S, "paid once");
     }
 
     /// The ceiling holds whatever the period and the rounds' sizes: rounds of random size,
