@@ -4,6 +4,7 @@
 //! schedule's; this file holds the clock, the sockets and the threads.
 
 use crate::budget;
+use crate::cover::{Cover, CoverParams};
 use crate::hub::Hub;
 use crate::path::PathState;
 use crate::record::{self, Series};
@@ -69,6 +70,10 @@ pub(crate) struct Link {
     budget_for: Option<f64>,
     /// A tracked path's tracker: it lives across rounds (`crate::track`).
     tracker: Option<Tracker>,
+    /// Whether passive or inline estimates of the path cover it (tracked paths only).
+    cover: Cover,
+    /// Every estimate the hub publishes: the passive and inline ones of this path feed `cover`.
+    evidence: tokio::sync::broadcast::Receiver<Arc<mgrp_store::Record>>,
 }
 
 impl Driver {
@@ -79,6 +84,8 @@ impl Driver {
             capacity: None,
             budget_for: None,
             tracker: None,
+            cover: Cover::new(CoverParams::default()),
+            evidence: self.hub.subscribe(),
         };
         let budget = match p.budget {
             Some(b) => b,
@@ -161,6 +168,13 @@ impl Driver {
             }
             Action::Measure { allowance } => allowance,
         };
+        if let Some(src) = self.covered(link) {
+            // Other evidence keeps the path fresh: no probes this round.
+            c.bump(&c.covered, 1);
+            st.set_covered(Some(src));
+            st.set_load(sched.used(mgrp_clock::now_ns()), link.capacity);
+            return Vec::new();
+        }
         if let Err(e) = self.connect(link) {
             st.fail(&e.to_string());
             sched.handle_failed(mgrp_clock::now_ns(), 0);
@@ -176,6 +190,10 @@ impl Driver {
             };
         }
         let deadline = Instant::now() + p.every.max(Duration::from_secs(5));
+        if p.method == track::METHOD {
+            link.cover.handle_active(mgrp_clock::realtime_ns());
+            st.set_covered(None);
+        }
         let Some(m) = self.measure(link, allowance, deadline) else {
             sched.handle_failed(mgrp_clock::now_ns(), 0);
             return Vec::new();
@@ -300,6 +318,30 @@ impl Driver {
         self.follow_capacity(sched, link);
         st.set_load(sched.used(mgrp_clock::now_ns()), link.capacity);
         stored
+    }
+
+    /// A tracked path whose passive or inline estimates are fresh and agree with the held
+    /// value: the source that covers it (`crate::cover`). Reads the estimates published since.
+    fn covered(&self, link: &mut Link) -> Option<&'static str> {
+        if self.st.sched.method != track::METHOD {
+            return None;
+        }
+        let name = self.st.name();
+        loop {
+            use tokio::sync::broadcast::error::TryRecvError;
+            match link.evidence.try_recv() {
+                Ok(r) => {
+                    if r.metric == "avail_bw" && r.final_ && name.as_deref() == Some(&r.path) {
+                        link.cover.handle_evidence(&r.source, r.t_ns, r.value);
+                    }
+                }
+                Err(TryRecvError::Lagged(_)) => continue,
+                Err(_) => break,
+            }
+        }
+        let held = link.tracker.as_ref()?.held().map(|e| e.value_bps);
+        link.cover
+            .poll(mgrp_clock::realtime_ns(), held, link.capacity)
     }
 
     /// Run one round's estimator within `allowance`: a fresh one of the method, or the path's
