@@ -48,9 +48,12 @@ pub struct Schedule {
     budget_cut: Option<BudgetCut>,
     /// Probe bytes a second the path may carry on average (ceiling × capacity), once known.
     ceiling_bytes_per_s: Option<f64>,
-    /// Bytes of the last round: paid back when a ceiling comes after it (the first round
+    /// Bytes of the last round: a debt when a ceiling comes after it (the first round
     /// measures the capacity the ceiling is a share of).
     last_bytes: u64,
+    /// Bytes of the round before the ceiling not yet repaid: until they are, each round waits
+    /// twice its own pay-back (half the tokens repay the debt), so the path stays watched.
+    debt: u64,
 }
 
 impl Schedule {
@@ -67,18 +70,23 @@ impl Schedule {
             budget_cut: None,
             ceiling_bytes_per_s: None,
             last_bytes: 0,
+            debt: 0,
         }
     }
 
     /// Hold the probe load at or below `bytes_per_s` (ceiling × capacity; `None`: no ceiling):
     /// the minute's budget is capped at a minute of it, and after each round the next waits
     /// until the round's bytes are paid for at that rate (so over any run of whole rounds the
-    /// load never exceeds it, whatever `every` says; a "measure now" waits too). The last
-    /// round is paid back at it as well, so the ceiling holds from the first round (which
-    /// measured the capacity) on.
+    /// load never exceeds it, whatever `every` says; a "measure now" waits too). The round
+    /// before a first ceiling (the one that measured the capacity) is repaid as a debt: the
+    /// rounds after it wait twice their own pay-back until their bytes add up to it, so over
+    /// any run longer than twice its pay-back the load is within the ceiling, it included.
     pub fn set_ceiling(&mut self, bytes_per_s: Option<f64>) {
+        let first = self.ceiling_bytes_per_s.is_none();
         self.ceiling_bytes_per_s = bytes_per_s.filter(|r| r.is_finite() && *r > 0.0);
-        self.pay_back(self.last_bytes);
+        if first && self.ceiling_bytes_per_s.is_some() {
+            self.debt = self.last_bytes;
+        }
     }
 
     pub fn ceiling_bytes_per_s(&self) -> Option<f64> {
@@ -97,7 +105,11 @@ impl Schedule {
     fn pay_back(&mut self, bytes: u64) {
         self.last_bytes = bytes;
         if let Some(r) = self.ceiling_bytes_per_s {
-            let pay = (bytes as f64 / r * 1e9).ceil() as u64;
+            let mut pay = (bytes as f64 / r * 1e9).ceil() as u64;
+            if self.debt > 0 {
+                pay = pay.saturating_mul(2);
+                self.debt = self.debt.saturating_sub(bytes);
+            }
             self.next_ns = self.next_ns.max(self.round_ns.saturating_add(pay));
         }
     }
@@ -350,17 +362,32 @@ mod tests {
         assert_eq!(s.poll_timeout(), due);
     }
 
-    /// A ceiling known only after the first round (which measured C) pays that round back.
+    /// A ceiling known only after the first round (which measured C) repays that round: the
+    /// rounds after it wait twice their pay-back until their bytes add up to it; then once.
     #[test]
-    fn the_round_before_the_ceiling_is_paid_back() {
+    fn the_round_before_the_ceiling_is_repaid_at_half_rate() {
+        let rate = 50_000.0;
         let mut s = Schedule::new(0, S / 4, 10_000_000);
         s.poll(0);
         s.handle_measured(S, 300_000, false);
+        s.set_ceiling(Some(rate));
+        s.set_ceiling(Some(rate));
+        // The path stays watched: the next round is due at once.
         assert_eq!(s.poll_timeout(), S / 4);
-        s.set_ceiling(Some(50_000.0));
-        assert_eq!(s.poll_timeout(), 6 * S);
-        s.set_ceiling(Some(50_000.0));
-        assert_eq!(s.poll_timeout(), 6 * S, "paid once");
+        let (mut t, mut total, mut gaps) = (S / 4, 300_000u64, Vec::new());
+        for _ in 0..8 {
+            assert!(matches!(s.poll(t), Some(Action::Measure { .. })));
+            // The invariant: what was sent is within the ceiling plus what is still owed.
+            let owed = 300_000u64.saturating_sub(total - 300_000);
+            assert!(total as f64 <= rate * t as f64 / 1e9 + owed as f64 + 1.0);
+            s.handle_measured(t + S / 20, 100_000, false);
+            total += 100_000;
+            gaps.push((s.poll_timeout() - t) / (S / 1000));
+            t = s.poll_timeout();
+        }
+        // 100 kB at 50 kB/s: 4 s while the 300 kB are owed (three rounds), then 2 s.
+        assert_eq!(gaps, [4000, 4000, 4000, 2000, 2000, 2000, 2000, 2000]);
+        assert!(total as f64 <= rate * t as f64 / 1e9);
     }
 
     /// The ceiling holds whatever the period and the rounds' sizes: rounds of random size,
