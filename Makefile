@@ -12,11 +12,13 @@ build: deps
 	$(CARGO) build --release --workspace
 
 # The main job on its self-contained default: a namespace testbed with a 20 Mbit/s bottleneck,
-# a 20 ms delay line, the seeds' STEP cross traffic (scaled x2), agents at both ends estimating
-# capacity and available bandwidth, each estimate printed beside the ground truth of its window.
+# a 20 ms delay line, the seeds' STEP cross traffic (scaled x2), agents at both ends tracking
+# the path as the service does (one lean search, then short checks under a 2% ceiling), each
+# estimate printed beside the ground truth of its second and the probe load so far. 60 s: with
+# A near C the first searches cost ~1-2 MB, repaid under the 2% ceiling before checks come often.
 demo: build
 	./target/release/mgrp testbed run --capacity 20mbit --delay 20ms \
-	    --cross step:2,6,10,12,8,4mbit,every=4s --duration 24s --estimate --out target/demo.json
+	    --cross step:2,6,10,12,8,4mbit,every=10s --duration 60s --track --out target/demo.json
 
 # The estimation service on the same testbed for 10 minutes, STEP cross traffic 10 s a step:
 # open http://127.0.0.1:7241/ and watch available bandwidth follow the steps (Ctrl-C to stop).

@@ -205,6 +205,10 @@ pub struct RunArgs {
     /// With --dashboard: the method the service measures with.
     #[arg(long, default_value = "auto", requires = "dashboard", value_parser = crate::methods::parser())]
     dashboard_method: Method,
+    /// Track the path instead (the service's default: short checks under a 2% ceiling of C),
+    /// printing each estimate beside the truth and the probe load so far as a share of C.
+    #[arg(long, conflicts_with_all = ["estimate", "dashboard"])]
+    track: bool,
 }
 
 #[derive(Args)]
@@ -617,6 +621,7 @@ fn run_job(a: RunArgs) -> Result<()> {
         estimate: a.estimate,
         dashboard: a.dashboard,
         dashboard_method: a.dashboard_method,
+        track: a.track,
     };
     cfg.check()?;
     crate::signals::catch_signals();
@@ -677,7 +682,7 @@ fn run_job(a: RunArgs) -> Result<()> {
             b.backlog_bytes
         ),
         Event::Estimate(row) => say!(
-            "  estimate {:>5.1}-{:<5.1} {:<9} {:>8.3} Mb/s [{:.3} .. {:.3}]  truth {:>7.3}  error {:+6.1}%  ({}, {} trains, {:.0} kB)",
+            "  estimate {:>5.1}-{:<5.1} {:<9} {:>8.3} Mb/s [{:.3} .. {:.3}]  truth {:>7.3}  error {:+6.1}%  ({}, {} trains, {:.0} kB){}",
             row.start_s,
             row.end_s,
             row.kind,
@@ -688,7 +693,9 @@ fn run_job(a: RunArgs) -> Result<()> {
             row.rel_error * 100.0,
             row.method,
             row.trains,
-            row.probe_bytes as f64 / 1e3
+            row.probe_bytes as f64 / 1e3,
+            row.load_share
+                .map_or(String::new(), |l| format!("  load so far {:.2}% of C", l * 100.0))
         ),
         Event::Service(c) => say!(
             "  service: {} measurements, {} estimates stored, {:.0} kB of probes",

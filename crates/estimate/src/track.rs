@@ -1,7 +1,13 @@
 //! `track`: keep a path's estimate fresh by testing whether it still holds, instead of searching
 //! again from scratch (issue 13).
 //!
-//! 1. **Acquire**: no estimate yet, so one full `auto` search (capacity, chirps, lean SLoPS).
+//! 1. **Acquire**: no estimate yet, so one `auto` search (capacity, chirps, lean SLoPS), leaner
+//!    than `auto`'s own: stopped at a range of `acquire_resolution` (the margin, not 3% of C).
+//!    (Fleets of 3 instead of 4 were tried: on the testbed 4 of 11 acquisitions then landed
+//!    10–45% low, each costing a 0.7–1 MB search.) The hold checks only need a start within about a margin of A; they nudge
+//!    it the rest of the way. `auto`'s re-test of a suspicious bracket stays: an acquisition
+//!    that lands far off costs a search, dearer than the re-test (seen on the testbed: 6.6
+//!    for 12 Mbit/s, then a 1 MB search).
 //! 2. **Hold**: each check sends one short constant-rate stream at A − m and one at A + m
 //!    (m = `margin` × C), shaped like `auto`'s SLoPS streams (long enough that m above A builds
 //!    two MTU service times of queue). Expected: flat below, rising above. A stream that says
@@ -22,9 +28,13 @@
 //! search that follows. Each round ends with a final estimate. In continuous mode the tracker
 //! starts the next round on its own, after idling long enough that the round's bytes, spread
 //! over round and idle time, stay within `ceiling` × C (a token rule: the load over any whole
-//! number of rounds never exceeds the ceiling). In round mode (the service) the caller starts
+//! number of rounds never exceeds the ceiling); the acquiring search is repaid by rounds at
+//! half rate after it ([`Tracker::close_round`]). In round mode (the service) the caller starts
 //! rounds ([`Tracker::begin_round`]) with a byte allowance; a train the allowance cannot pay
 //! for is kept and sent first in the next round, so the state machine never loses a train.
+//! Allowances and the pay-back count frames (payload + [`WIRE_OVERHEAD`] a probe), as the
+//! bottleneck and the service's schedule count them; `probe_bytes` in estimates stays payload,
+//! as every estimator reports it.
 
 use crate::auto::{Auto, AutoParams};
 use crate::slops::{Pace, Slops, SlopsParams};
@@ -44,6 +54,9 @@ pub struct TrackParams {
     pub detect_ns: f64,
     /// ... and at least this many MTU service times at C (one cross packet adds one at once).
     pub detect_mtus: f64,
+    /// A check or search stream reads "rising" only if its delays rose at least this many MTU
+    /// service times at C ([`TrendParams::min_rise_ns`]).
+    pub min_rise_mtus: f64,
     pub min_gap_ns: u64,
     /// Streams in a row at one check rate that must contradict the held value before it is
     /// taken as changed (the first one and its repeats).
@@ -54,6 +67,8 @@ pub struct TrackParams {
     pub search_fleet: usize,
     /// The search's final range width, as a fraction of C.
     pub resolution: f64,
+    /// The acquiring search's final range width, as a fraction of C.
+    pub acquire_resolution: f64,
     /// Share of C the probes may use, averaged over rounds (continuous mode's pacing).
     pub ceiling: f64,
     /// Least time between the end of a round and the start of the next (continuous mode).
@@ -71,11 +86,13 @@ impl Default for TrackParams {
             stream_len: 50,
             detect_ns: 500_000.0,
             detect_mtus: 2.0,
+            min_rise_mtus: 1.0,
             min_gap_ns: 100_000,
             confirm: 3,
             nudge: 0.25,
             search_fleet: 3,
             resolution: 0.03,
+            acquire_resolution: 0.05,
             ceiling: 0.02,
             min_interval_ns: 100_000_000,
             continuous: true,
@@ -94,6 +111,8 @@ pub enum TrackError {
     Confirm(u32),
     #[error("streams need 10..=1000 probes, not {0}")]
     StreamLen(usize),
+    #[error("resolution must be above 0 and below 0.5 of capacity, not {0}")]
+    Resolution(f64),
 }
 
 impl TrackParams {
@@ -103,6 +122,11 @@ impl TrackParams {
         }
         if !(self.margin.is_finite() && self.margin > 0.0 && self.margin < 0.5) {
             return Err(TrackError::Margin(self.margin));
+        }
+        for r in [self.resolution, self.acquire_resolution] {
+            if !(r.is_finite() && r > 0.0 && r < 0.5) {
+                return Err(TrackError::Resolution(r));
+            }
         }
         if self.confirm == 0 || self.confirm > 10 {
             return Err(TrackError::Confirm(self.confirm));
@@ -168,8 +192,14 @@ pub struct Tracker {
     pending: Option<TrainSpec>,
     round_open: bool,
     round_start: u64,
+    /// Frames (payload + headers) sent in the round: what the allowance and ceiling count.
+    round_frames: u64,
     round_bytes: u64,
     round_trains: u32,
+    /// The round ended with a fresh estimate (not cut before its check or search concluded).
+    concluded: bool,
+    /// Frames of the acquiring search not yet repaid ([`Tracker::close_round`]).
+    debt: u64,
     allowance: Option<u64>,
     cut: bool,
     next_round_at: u64,
@@ -191,10 +221,7 @@ impl Tracker {
 
     pub fn new(p: TrackParams) -> Result<Tracker, TrackError> {
         p.validate()?;
-        let auto = Auto::new(AutoParams {
-            capacity_bps: p.capacity_bps,
-            ..Tracker::acquire_params()
-        });
+        let auto = acquire(&p, p.capacity_bps);
         Ok(Tracker {
             p,
             phase: Phase::Acquire(Box::new(auto)),
@@ -203,8 +230,11 @@ impl Tracker {
             pending: None,
             round_open: false,
             round_start: 0,
+            round_frames: 0,
             round_bytes: 0,
             round_trains: 0,
+            concluded: false,
+            debt: 0,
             allowance: None,
             cut: false,
             next_round_at: 0,
@@ -242,8 +272,10 @@ impl Tracker {
         }
         self.round_open = true;
         self.round_start = now_ns;
+        self.round_frames = 0;
         self.round_bytes = 0;
         self.round_trains = 0;
+        self.concluded = false;
         self.allowance = allowance;
         self.cut = false;
         self.stats.rounds += 1;
@@ -261,6 +293,17 @@ impl Tracker {
     /// The round stopped before a train its allowance could not pay for.
     pub fn round_cut(&self) -> bool {
         self.cut
+    }
+
+    /// The last round ended with a fresh estimate; `false` while one runs and after a round
+    /// cut before its check or search concluded (the held value is then not news).
+    pub fn round_concluded(&self) -> bool {
+        !self.round_open && self.concluded
+    }
+
+    /// Frames of the train a cut round kept for the next: the allowance that round needs.
+    pub fn pending_frames(&self) -> Option<u64> {
+        self.pending.as_ref().map(frames)
     }
 
     /// A round is under way.
@@ -308,6 +351,16 @@ impl Tracker {
         TrainSpec::constant_rate(self.p.stream_len, size, rate)
     }
 
+    /// Trend tests that ask a rising stream for at least one MTU service time at C of rise:
+    /// less can be one cross packet's phase against the probes, not a queue the rate built.
+    fn trend_params(&self) -> TrendParams {
+        let c = self.capacity_bps().unwrap_or(f64::INFINITY);
+        TrendParams {
+            min_rise_ns: self.p.min_rise_mtus * 1514.0 * 8.0 / c * 1e9,
+            ..TrendParams::default()
+        }
+    }
+
     fn search(&self, side: Side) -> Slops {
         let c = self.capacity_bps().unwrap_or(0.0);
         let a = self.held.as_ref().map_or(c / 2.0, |e| e.value_bps);
@@ -333,6 +386,7 @@ impl Tracker {
             fraction: 0.7,
             verify_bps: None,
             max_fleets: 12,
+            trend: self.trend_params(),
             ..SlopsParams::for_capacity(c, Pace::Fast)
         })
     }
@@ -361,6 +415,7 @@ impl Tracker {
 
     /// A check stream came back: judge it against what holding A predicts.
     fn handle_check(&mut self, obs: &TrainResult) {
+        let trend_params = self.trend_params();
         let Phase::Hold(c) = &mut self.phase else {
             return;
         };
@@ -369,7 +424,7 @@ impl Tracker {
         };
         let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
         let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
-        let trend = stream_trend(&owd, sent, &TrendParams::default());
+        let trend = stream_trend(&owd, sent, &trend_params);
         let contradicts = match (side, trend) {
             (_, Trend::Unknown) => {
                 c.unknown += 1;
@@ -464,10 +519,7 @@ impl Tracker {
             self.phase = hold;
         } else {
             // Nothing came back: acquire again next round.
-            self.phase = Phase::Acquire(Box::new(Auto::new(AutoParams {
-                capacity_bps: self.capacity_bps(),
-                ..Tracker::acquire_params()
-            })));
+            self.phase = Phase::Acquire(Box::new(acquire(&self.p, self.capacity_bps())));
         }
         let m = self.margin_bps();
         let c = self.capacity_bps().unwrap_or(f64::INFINITY);
@@ -497,19 +549,30 @@ impl Tracker {
                 timescale_ms: None,
             };
         }
+        self.concluded = true;
         self.close_round(now_ns, method == "track:acquire");
     }
 
-    /// End the round; the next may start once its bytes are paid for at the ceiling. The
-    /// acquiring search is not paid back: it is the one-off cost of having a value at all
-    /// (reported in its estimate's quality), and waiting it off would leave the path
-    /// unwatched for tens of seconds right after it (0.9 MB at 2% of 20 Mbit/s: 18 s).
+    /// End the round; the next may start once its frames are paid for at the ceiling. The
+    /// acquiring search is paid back too, but while checks go on: it leaves a debt of its
+    /// frames, and until that is repaid each round waits twice its own pay-back (half the
+    /// ceiling's tokens for the round, half for the debt). Waiting it off at once would leave
+    /// the path unwatched for its whole pay-back (0.4–1.4 MB: 8–29 s at 2% of 20 Mbit/s); so
+    /// checks come at half rate meanwhile, and over any run longer than twice that pay-back
+    /// the load is within the ceiling, the acquisition included.
     fn close_round(&mut self, now_ns: u64, acquired: bool) {
         self.round_open = false;
         let idle = match self.capacity_bps() {
-            Some(_) if acquired => self.p.min_interval_ns,
+            Some(_) if acquired => {
+                self.debt = self.round_frames;
+                self.p.min_interval_ns
+            }
             Some(c) => {
-                let pay_ns = self.round_bytes as f64 * 8.0 / (self.p.ceiling * c) * 1e9;
+                let mut pay_ns = self.round_frames as f64 * 8.0 / (self.p.ceiling * c) * 1e9;
+                if self.debt > 0 {
+                    pay_ns *= 2.0;
+                    self.debt = self.debt.saturating_sub(self.round_frames);
+                }
                 let took = now_ns.saturating_sub(self.round_start) as f64;
                 ((pay_ns - took).max(0.0).ceil() as u64).max(self.p.min_interval_ns)
             }
@@ -517,6 +580,20 @@ impl Tracker {
         };
         self.next_round_at = now_ns.saturating_add(idle);
     }
+}
+
+/// The acquiring search: `auto`, leaner (see the module's notes).
+fn acquire(p: &TrackParams, capacity_bps: Option<f64>) -> Auto {
+    Auto::new(AutoParams {
+        capacity_bps,
+        resolution: p.acquire_resolution,
+        ..Tracker::acquire_params()
+    })
+}
+
+/// Bytes a train puts on the wire: payload plus Ethernet/IP/UDP headers of each probe.
+fn frames(t: &TrainSpec) -> u64 {
+    t.bytes() + t.probes.len() as u64 * WIRE_OVERHEAD
 }
 
 impl Estimator for Tracker {
@@ -541,7 +618,8 @@ impl Estimator for Tracker {
                 }
             },
         }?;
-        if self.allowance.is_some_and(|a| t.bytes() > a) {
+        let f = frames(&t);
+        if self.allowance.is_some_and(|a| f > a) {
             // Kept for the next round: the inner state machine already counts it as sent.
             self.pending = Some(t);
             self.cut = true;
@@ -550,8 +628,9 @@ impl Estimator for Tracker {
             return None;
         }
         if let Some(a) = &mut self.allowance {
-            *a -= t.bytes();
+            *a -= f;
         }
+        self.round_frames += f;
         self.round_bytes += t.bytes();
         self.round_trains += 1;
         self.stats.probe_bytes += t.bytes();
@@ -659,6 +738,18 @@ mod tests {
         }
     }
 
+    /// Payload bytes of one full `auto` search (C known) on the path.
+    fn full_auto_bytes(c: f64, cross: &str, seed: u64) -> u64 {
+        let mut p = path(c, cross, seed);
+        p.idle_until(S / 2);
+        let mut a = Auto::new(AutoParams {
+            capacity_bps: Some(c),
+            ..AutoParams::default()
+        });
+        let out = drive(&mut a, &mut p, 60 * S);
+        out.last().map_or(0, |(_, e)| e.quality.probe_bytes)
+    }
+
     fn rel(e: &Estimate, truth: f64, c: f64) -> f64 {
         (e.value_bps - truth).abs() / truth.max(0.05 * c)
     }
@@ -666,21 +757,23 @@ mod tests {
     /// A steady path stays held: over 3 seeds of four cells (CBR and Poisson at 20 and
     /// 100 Mbit/s), 80 s each, seeds pooled. CBR and Poisson at 20 Mbit/s meet the issue's
     /// targets (median ≤ 5%, p90 ≤ 20%; measured medians 0.001–0.02, p90 ≤ 0.05, worst 0.08)
-    /// and never walk off (≤ 35%). Poisson of 1000-byte packets at half of 100 Mbit/s does
-    /// not: its 5 ms check streams see queue swings as large as the margin, noise starts
-    /// searches (2–7 per 80 s) and a search can land far off. Over 8 seeds its median was
-    /// 0.026–0.085 per seed, p90 0.09–0.31, worst 0.68; held here to what 3 seeds measured
-    /// (median 0.056, p90 0.19, worst 0.68) plus margin so that a regression shows, not as a
-    /// target met. A round costs at most a quarter of the acquiring `auto` search (measured
-    /// 0.09 on CBR, ≤ 0.2 on the noisy cell), and the load after acquisition stays within the
-    /// 2% ceiling (measured 0.015–0.0201, the last round's pay-back cut by the horizon).
+    /// and never walk off (≤ 35%). Poisson of 1000-byte packets at half of 100 Mbit/s is the
+    /// hard cell: its 5 ms check streams see queue swings as large as the margin, noise starts
+    /// searches (3–7 per 80 s) and a search can land off. Over 8 seeds its median was
+    /// 0.031–0.060 per seed, p90 0.076–0.181, worst 0.363 (before rising streams had to rise
+    /// one MTU time and the acquisition was repaid at half rate: 0.026–0.085, 0.09–0.31,
+    /// 0.68); held here to what 3 seeds measured (median 0.047, p90 0.114, worst 0.311) plus
+    /// margin, so that a regression shows. A round costs at most a quarter of a full `auto`
+    /// search (measured 0.09 on CBR, ≤ 0.2 on the noisy cells), the lean acquiring search less
+    /// than `auto` (0.40–0.92 of it), and the load after acquisition stays within the 2%
+    /// ceiling.
     #[test]
     fn holds_a_steady_path_within_resolution_at_a_fraction_of_the_bytes() {
         for (c, cross, (max_med, max_p90, max_worst)) in [
             (20e6, "cbr:10mbit,size=500", (0.05, 0.20, 0.35)),
             (20e6, "poisson:5mbit,size=300", (0.05, 0.20, 0.35)),
             (100e6, "cbr:25mbit,size=500", (0.05, 0.20, 0.35)),
-            (100e6, "poisson:50mbit,size=1000", (0.07, 0.25, 0.8)),
+            (100e6, "poisson:50mbit,size=1000", (0.07, 0.20, 0.6)),
         ] {
             let mut errs = Vec::new();
             for seed in 1..=3 {
@@ -692,9 +785,19 @@ mod tests {
                     r.held.len()
                 );
                 let per_round = r.track_bytes as f64 / (r.stats.rounds - 1) as f64;
+                let auto = full_auto_bytes(c, cross, seed);
                 assert!(
-                    per_round <= 0.25 * r.acquire_bytes as f64,
-                    "{cross} s{seed}: {per_round} B a round vs {} B a search",
+                    per_round <= 0.25 * auto as f64,
+                    "{cross} s{seed}: {per_round} B a round vs {auto} B an `auto` search",
+                );
+                // The lean acquiring search costs less than `auto`'s own.
+                assert!(
+                    r.acquire_bytes < auto,
+                    "{cross} s{seed}: acquired with {} B, auto {auto} B",
+                    r.acquire_bytes
+                );
+                eprintln!(
+                    "{cross} s{seed}: acquire {} B, auto {auto} B, a round {per_round:.0} B",
                     r.acquire_bytes
                 );
                 // The last round's pay-back falls past the horizon: ≤ 5% of the ceiling over
@@ -755,10 +858,13 @@ mod tests {
 
     /// A ±20–33% step in A (STEP cross traffic every 20 s) is followed to within 10% by the
     /// first or second held estimate after it. How long that takes is set by the check rate
-    /// the ceiling allows (a check's bytes paid back at 2% of C before the next) plus the
-    /// search: measured 0.85–3.8 s at 20 Mbit/s with A near 0.7 C (checks of ~100 kB, one
-    /// every ~2 s), 1.4–2.1 s with A near 0.5 C, 0.5–1.4 s at 100 Mbit/s; held to 8, 3 and
-    /// 2 s (the step's phase against the check cycle moves these by up to one check interval).
+    /// the ceiling allows (a check's frames paid back at 2% of C before the next, twice that
+    /// while the acquisition is repaid) plus the search: measured 0.82–3.3 s at 20 Mbit/s with
+    /// A near 0.7 C (checks of ~60 kB, one every ~1.5 s), 0.92–2.4 s with A near 0.5 C,
+    /// 0.59–0.90 s at 100 Mbit/s (before rising streams had to rise one MTU time: one step
+    /// there took 7.6 s, 16 checks, its A + m streams reading a 1000-byte CBR packet's phase
+    /// sliding past the probes as a queue); held to 5, 3 and 2 s (the step's phase against
+    /// the check cycle moves these by up to one check interval and a confirmation).
     #[test]
     #[ignore]
     fn study_steps() {
@@ -768,6 +874,16 @@ mod tests {
             (100e6, "step:40mbit,55mbit,every=20s,size=1000"),
         ] {
             eprintln!("{c:e} {cross}: {:?}", follow(c, cross, 20, 1, 120));
+        }
+        let r = run(100e6, "step:40mbit,55mbit,every=20s,size=1000", 1, 50);
+        for (t, e, truth) in r.held.iter().filter(|(t, _, _)| *t > 19 * S) {
+            eprintln!(
+                "{:.2} {} {:.1} truth {:.1}",
+                *t as f64 / 1e9,
+                e.quality.method,
+                e.value_bps / 1e6,
+                truth / 1e6
+            );
         }
         for seed in 1..=8 {
             let r = run(100e6, "poisson:50mbit,size=1000", seed, 80);
@@ -787,7 +903,7 @@ mod tests {
     #[test]
     fn follows_steps_within_a_bounded_number_of_rounds() {
         for (c, cross, within_s) in [
-            (20e6, "step:5mbit,8mbit,every=20s,size=500", 8.0),
+            (20e6, "step:5mbit,8mbit,every=20s,size=500", 5.0),
             (20e6, "step:12mbit,9mbit,every=20s,size=300", 3.0),
             (100e6, "step:40mbit,55mbit,every=20s,size=1000", 2.0),
         ] {
@@ -812,16 +928,17 @@ mod tests {
         .unwrap();
         let mut sent = Vec::new();
         crate::fluid::drive_with(&mut t, &mut p, horizon_s * S, |spec, obs| {
-            sent.push((obs.start_mono_ns.0, spec.bytes()));
+            sent.push((obs.start_mono_ns.0, frames(spec)));
         });
         sent
     }
 
-    /// The ceiling is never exceeded once the value is acquired: at the start of every round
-    /// (a train after ≥ 90 ms of silence), the bytes sent since the first round after the
-    /// acquiring search are at most ceiling × C × the time since (the token rule's invariant:
-    /// 1 B of tolerance for float rounding only), at 1%, 2% and 5%, on a noisy path where
-    /// searches happen; and the long-run load uses most of it.
+    /// The ceiling is never exceeded, the acquiring search included: at the start of every
+    /// round (a train after ≥ 90 ms of silence), the frames sent since the first train are at
+    /// most ceiling × C × the time since plus what is left of the acquisition's debt (its
+    /// frames less those of the rounds since; the token rule's invariant: 1 B of tolerance for
+    /// float rounding only), at 1%, 2% and 5%, on a noisy path where searches happen; and the
+    /// long-run load uses most of it.
     #[test]
     fn never_exceeds_the_ceiling() {
         for ceiling in [0.01, 0.02, 0.05] {
@@ -829,19 +946,20 @@ mod tests {
                 (20e6, "poisson:5mbit,size=300"),
                 (100e6, "poisson:50mbit,size=1000"),
             ] {
-                let mut sent = spends(c, cross, ceiling, 90);
-                // The acquiring search's trains follow each other within a round trip or two.
-                let first = sent
+                // A round's trains follow each other within a round trip or two.
+                let sent = spends(c, cross, ceiling, 150);
+                let t0 = sent[0].0;
+                let acquired = sent
                     .windows(2)
                     .position(|w| w[1].0 > w[0].0 + 90_000_000)
                     .unwrap();
-                sent.drain(..=first);
-                let t0 = sent[0].0;
+                let debt: u64 = sent[..=acquired].iter().map(|(_, b)| b).sum();
                 let (mut total, mut last_end, mut rounds) = (0u64, 0, 0);
                 for (t, b) in &sent {
                     if *t > last_end + 90_000_000 {
                         rounds += 1;
-                        let allowed = ceiling * c / 8.0 * (*t - t0) as f64 / 1e9;
+                        let left = debt.saturating_sub(total - debt);
+                        let allowed = ceiling * c / 8.0 * (*t - t0) as f64 / 1e9 + left as f64;
                         assert!(
                             total as f64 <= allowed + 1.0,
                             "{ceiling} {cross}: {total} B > {allowed} B at {t}"
@@ -950,19 +1068,27 @@ mod tests {
         p.idle_until(now);
         t.begin_round(now, Some(40_000));
         let first = t.poll_train(now).expect("one stream fits");
-        assert!(first.bytes() <= 40_000);
+        assert!(frames(&first) <= 40_000);
         let obs = p.send_train(now, &first);
         t.handle_train(p.now_ns() + 20_000_000, &obs);
         assert!(t.poll_train(p.now_ns() + 20_000_000).is_none());
         assert!(t.round_cut() && t.is_done());
-        // The refused stream leads the next round, and the check then concludes.
+        assert!(!t.round_concluded(), "a cut check is no fresh estimate");
+        // The allowance counts frames, as the schedule and the bottleneck do: a round that
+        // could pay the refused stream's payload but not its headers is cut again.
+        let need = t.pending_frames().expect("the refused stream is kept");
+        assert!(need > 40_000 - frames(&first));
         let now = p.now_ns() + S;
-        t.begin_round(now, None);
+        t.begin_round(now, Some(need - 1));
+        assert!(t.poll_train(now).is_none() && t.round_cut());
+        // With room for it, the refused stream leads the next round, and the check concludes.
+        t.begin_round(now, Some(need));
         let second = t.poll_train(now).unwrap();
-        assert!(second.bytes() > 40_000 - first.bytes());
+        assert_eq!(frames(&second), need);
+        assert!(second.bytes() + 50 * WIRE_OVERHEAD == need);
         let obs = p.send_train(now, &second);
         t.handle_train(p.now_ns() + 20_000_000, &obs);
-        assert!(t.is_done() && !t.round_cut());
+        assert!(t.is_done() && !t.round_cut() && t.round_concluded());
         let e = t.estimate().unwrap();
         assert_eq!(e.quality.method, "track:hold");
         assert!(rel(&e, 10e6, c) <= 0.05, "{e:?}");

@@ -36,6 +36,11 @@ pub struct TrendParams {
     pub groups: Option<usize>,
     /// A stream that lost more than this fraction is taken as increasing (loss is congestion).
     pub loss_increasing: f64,
+    /// Delays (ns) must rise at least this much from the first group's median to the last's
+    /// for "increasing"; less is "not increasing". PCT and PDT read only the shape, so a rise
+    /// smaller than one packet's service time (a periodic cross stream beating with the
+    /// probes' period sweeps such a ramp across a stream) passes for a queue. 0: pathload.
+    pub min_rise_ns: f64,
 }
 
 impl Default for TrendParams {
@@ -48,6 +53,7 @@ impl Default for TrendParams {
             pdt_not: 0.36,
             groups: None,
             loss_increasing: 0.1,
+            min_rise_ns: 0.0,
         }
     }
 }
@@ -132,11 +138,17 @@ pub fn stream_trend(owd: &[f64], sent: usize, p: &TrendParams) -> Trend {
     let a = classify(pct(&d), p.pct_increasing, p.pct_not);
     let b = classify(pdt(&d), p.pdt_increasing, p.pdt_not);
     use Trend::*;
-    match (a, b) {
+    let verdict = match (a, b) {
         (Increasing, Increasing | Unknown) | (Unknown, Increasing) => Increasing,
         (NotIncreasing, NotIncreasing | Unknown) | (Unknown, NotIncreasing) => NotIncreasing,
         _ => Unknown,
+    };
+    let rise = d[d.len() - 1] - d[0];
+    if p.min_rise_ns > 0.0 && verdict != NotIncreasing && rise < p.min_rise_ns {
+        // Too small to be a queue built by the stream, whatever its shape.
+        return NotIncreasing;
     }
+    verdict
 }
 
 #[cfg(test)]
@@ -158,6 +170,26 @@ mod tests {
             group_medians(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], 3),
             vec![1.5, 3.5, 6.0]
         );
+    }
+
+    /// A ramp smaller than the least rise reads as flat; a lossy stream stays increasing.
+    #[test]
+    fn a_rise_below_the_least_is_not_a_queue() {
+        let p = TrendParams {
+            min_rise_ns: 100_000.0,
+            ..TrendParams::default()
+        };
+        // An 83 µs sawtooth ramp (a 1000-byte cross packet at 100 Mbit/s sliding past the
+        // probes), then a real 1 ms queue.
+        let ramp: Vec<f64> = (0..50).map(|i| 1e7 + i as f64 * 1_700.0).collect();
+        let queue: Vec<f64> = (0..50).map(|i| 1e7 + i as f64 * 20_000.0).collect();
+        assert_eq!(
+            stream_trend(&ramp, 50, &TrendParams::default()),
+            Trend::Increasing
+        );
+        assert_eq!(stream_trend(&ramp, 50, &p), Trend::NotIncreasing);
+        assert_eq!(stream_trend(&queue, 50, &p), Trend::Increasing);
+        assert_eq!(stream_trend(&ramp[..40], 50, &p), Trend::Increasing, "loss");
     }
 
     #[test]

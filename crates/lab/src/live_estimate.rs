@@ -8,6 +8,7 @@ use mgrp_engine::auth::Key;
 use mgrp_engine::daemon::Agent;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::methods::Method;
+use mgrp_estimate::track::{TrackParams, Tracker};
 use mgrp_estimate::{Estimate, Estimator};
 use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{Role, Testbed};
@@ -41,6 +42,10 @@ pub struct Row {
     pub probe_bytes: u64,
     pub trains: u32,
     pub final_: bool,
+    /// Tracking: frames the bottleneck counted from snd since the start (probes and control),
+    /// as a share of C.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_share: Option<f64>,
 }
 
 impl Row {
@@ -60,6 +65,7 @@ impl Row {
             probe_bytes: e.quality.probe_bytes,
             trains: e.quality.trains,
             final_: e.final_,
+            load_share: None,
         }
     }
 }
@@ -118,6 +124,66 @@ impl LiveEstimates {
                     // Nothing came back at all: stop rather than spin.
                     None if capacity.is_none() => return Ok(()),
                     _ => {}
+                }
+            }
+            Ok(())
+        })?;
+        Ok(LiveEstimates {
+            stop,
+            results,
+            thread: Some(thread),
+            _agent: agent,
+        })
+    }
+
+    /// Start an agent in rcv and track the path from snd (`mgrp_estimate::track`, its default
+    /// 2% ceiling; the acquiring search measures C) until `end` or `halt`: every round that
+    /// concludes is reported as a `tracked` estimate of the second before it.
+    pub fn start_tracking(tb: &Testbed, end: Instant) -> Result<LiveEstimates> {
+        let key = Key::random();
+        let (agent, listen) = agent_at_rcv(tb, &key)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, results) = channel();
+        let stop2 = stop.clone();
+        let thread = spawn_in(&tb.ns(Role::Snd), "tracker", move || {
+            let fail = |e: String| mgrp_testbed::Error::Setup(format!("tracker: {e}"));
+            let mut s = connect(listen, &key).map_err(|e| fail(e.to_string()))?;
+            let halted = || stop2.load(Ordering::Relaxed);
+            // Round mode: this loop starts each round when the ceiling lets it.
+            let mut t = Tracker::new(TrackParams {
+                continuous: false,
+                ..TrackParams::default()
+            })
+            .map_err(|e| fail(e.to_string()))?;
+            let mut capacity_told = false;
+            while !halted() && Instant::now() < end {
+                let now = mgrp_clock::now_ns();
+                if now < t.next_round_at() {
+                    let wait = (t.next_round_at() - now).min(20_000_000);
+                    std::thread::sleep(std::time::Duration::from_nanos(wait));
+                    continue;
+                }
+                let t0 = now;
+                t.begin_round(now, None);
+                run_estimator(&mut s, &mut t, end, halted, |_| {})
+                    .map_err(|e| fail(e.to_string()))?;
+                let now = mgrp_clock::now_ns();
+                if let Some(c) = t.capacity().filter(|_| !capacity_told) {
+                    capacity_told = true;
+                    let _ = tx.send(Measured {
+                        kind: "capacity",
+                        start_ns: t0,
+                        end_ns: now,
+                        estimate: c,
+                    });
+                }
+                if let Some(e) = t.held().filter(|_| t.round_concluded()) {
+                    let _ = tx.send(Measured {
+                        kind: "tracked",
+                        start_ns: now.saturating_sub(1_000_000_000).max(t0.min(now)),
+                        end_ns: now,
+                        estimate: e.clone(),
+                    });
                 }
             }
             Ok(())

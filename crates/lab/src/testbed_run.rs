@@ -38,6 +38,9 @@ pub struct RunConfig {
     /// Run the service with its dashboard and HTTP API here.
     pub dashboard: Option<SocketAddr>,
     pub dashboard_method: Method,
+    /// Track the path from snd (`mgrp_estimate::track`, 2% ceiling) and print each estimate
+    /// beside the truth and the probe load so far.
+    pub track: bool,
 }
 
 /// Checks shared by every kind of run (default path and topology).
@@ -139,7 +142,14 @@ impl Pending {
                 } else {
                     truth.window(m.start_ns, m.end_ns)?.avail_bps
                 };
-                Some(Row::new(m, truth_bps, self.start_ns))
+                let mut row = Row::new(m, truth_bps, self.start_ns);
+                if m.kind == "tracked" {
+                    // The probe load as the bottleneck counted it, from the start to this estimate.
+                    row.load_share = truth
+                        .window(self.start_ns, m.end_ns)
+                        .map(|w| w.offered_fg_bps / self.capacity_bps);
+                }
+                Some(row)
             })
             .collect()
     }
@@ -182,6 +192,10 @@ pub fn run(cfg: &RunConfig, hooks: Hooks, on_event: &mut dyn FnMut(Event)) -> Re
     }
     let start = mgrp_testbed::clock::now_ns();
     let live = match cfg.estimate {
+        _ if cfg.track => Some(LiveEstimates::start_tracking(
+            &tb,
+            Instant::now() + cfg.duration,
+        )?),
         Some(method) => Some(LiveEstimates::start(
             &tb,
             method,
@@ -270,7 +284,7 @@ pub fn run(cfg: &RunConfig, hooks: Hooks, on_event: &mut dyn FnMut(Event)) -> Re
             on_event(Event::Warning(format!("the estimator stopped early: {e}")));
         }
     }
-    let capacity_after = match cfg.estimate {
+    let capacity_after = match cfg.estimate.or(cfg.track.then_some(Method::Auto)) {
         Some(_) if tb.capacity().measured_bps.is_some() && !interrupted => {
             match tb.measure_capacity() {
                 Ok(c) => Some(c),

@@ -20,7 +20,8 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct TrackingConfig {
     pub capacities_mbit: Vec<f64>,
-    /// Cross traffic: step (CBR between 30% and 50% of C), cbr, poisson (50% of C).
+    /// Cross traffic: step (CBR between 30% and 50% of C), cbr, poisson (50% of C), onoff
+    /// (30% of C on average, at 60% half the time), peaks (30% of C with peaks to 60%).
     pub kinds: Vec<String>,
     /// Methods: track, auto, chirp, slops-slow (and the other scheduled ones).
     pub methods: Vec<String>,
@@ -44,8 +45,8 @@ impl TrackingConfig {
         )?;
         for k in &self.kinds {
             ensure(
-                ["step", "cbr", "poisson"].contains(&k.as_str()),
-                &format!("unknown cross traffic {k:?}: step, cbr, poisson"),
+                ["step", "cbr", "poisson", "onoff", "peaks"].contains(&k.as_str()),
+                &format!("unknown cross traffic {k:?}: step, cbr, poisson, onoff, peaks"),
             )?;
         }
         for m in &self.methods {
@@ -99,6 +100,19 @@ fn pattern(kind: &str, c: f64, secs: f64) -> Result<CrossPattern> {
             (secs * 1000.0 / 4.0) as u64
         ),
         "cbr" => format!("cbr:{},size=1000", m(0.5)),
+        // Bursts at 60% of C for 0.5 s (exponential on and off times), 30% on average.
+        "onoff" => format!("onoff:{},on=500ms,off=500ms,dist=exp,size=1000", m(0.3)),
+        // 30% of C, with a peak to 60% for a sixteenth of the run every three sixteenths.
+        "peaks" => {
+            let ms = |f: f64| (secs * 1000.0 * f) as u64;
+            format!(
+                "peaks:{}@{}ms,{}@{}ms,size=1000",
+                m(0.3),
+                ms(2.0 / 16.0),
+                m(0.6),
+                ms(1.0 / 16.0)
+            )
+        }
         _ => format!("poisson:{},size=1000", m(0.5)),
     };
     CrossPattern::parse(&text).map_err(|e| Error::Config(e.to_string()))

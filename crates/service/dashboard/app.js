@@ -535,6 +535,8 @@
       const load = `${pct(s.probe_load_share)} of C${s.ceiling_share != null ? ` (ceiling ${pct(s.ceiling_share)})` : ''}`;
       rows.push(['probe load, last minute', over ? `<span class="warn">${load}</span>` : load]);
     }
+    // Passive or inline estimates that agree with the tracked value stand in for probes.
+    if (s.covered_by) rows.push(['active probing', `backed off: covered by ${s.covered_by} (${c.covered} rounds)`]);
     if (c.skipped_for_budget || c.cut_by_budget) {
       rows.push(['budget skips / cuts', `<span class="warn">${c.skipped_for_budget} / ${c.cut_by_budget}</span>`]);
     }

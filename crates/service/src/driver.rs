@@ -4,6 +4,7 @@
 //! schedule's; this file holds the clock, the sockets and the threads.
 
 use crate::budget;
+use crate::cover::{Cover, CoverParams};
 use crate::hub::Hub;
 use crate::path::PathState;
 use crate::record::{self, Series};
@@ -39,6 +40,10 @@ struct Measured {
     bytes: u64,
     /// The allowance stopped it before a train.
     cut: bool,
+    /// Bytes (frames) of the train the allowance refused, when the estimator says.
+    need: Option<u64>,
+    /// Its estimate is news (a tracker's round cut before it concluded holds the old one).
+    fresh: bool,
     cap: Option<mgrp_estimate::Estimate>,
     sent: u64,
     lost: u64,
@@ -65,6 +70,10 @@ pub(crate) struct Link {
     budget_for: Option<f64>,
     /// A tracked path's tracker: it lives across rounds (`crate::track`).
     tracker: Option<Tracker>,
+    /// Whether passive or inline estimates of the path cover it (tracked paths only).
+    cover: Cover,
+    /// Every estimate the hub publishes: the passive and inline ones of this path feed `cover`.
+    evidence: tokio::sync::broadcast::Receiver<Arc<mgrp_store::Record>>,
 }
 
 impl Driver {
@@ -75,6 +84,8 @@ impl Driver {
             capacity: None,
             budget_for: None,
             tracker: None,
+            cover: Cover::new(CoverParams::default()),
+            evidence: self.hub.subscribe(),
         };
         let budget = match p.budget {
             Some(b) => b,
@@ -157,6 +168,13 @@ impl Driver {
             }
             Action::Measure { allowance } => allowance,
         };
+        if let Some(src) = self.covered(link) {
+            // Other evidence keeps the path fresh: no probes this round.
+            c.bump(&c.covered, 1);
+            st.set_covered(Some(src));
+            st.set_load(sched.used(mgrp_clock::now_ns()), link.capacity);
+            return Vec::new();
+        }
         if let Err(e) = self.connect(link) {
             st.fail(&e.to_string());
             sched.handle_failed(mgrp_clock::now_ns(), 0);
@@ -172,6 +190,10 @@ impl Driver {
             };
         }
         let deadline = Instant::now() + p.every.max(Duration::from_secs(5));
+        if p.method == track::METHOD {
+            link.cover.handle_active(mgrp_clock::realtime_ns());
+            st.set_covered(None);
+        }
         let Some(m) = self.measure(link, allowance, deadline) else {
             sched.handle_failed(mgrp_clock::now_ns(), 0);
             return Vec::new();
@@ -180,6 +202,8 @@ impl Driver {
             result,
             bytes,
             cut,
+            need,
+            fresh,
             cap,
             sent,
             lost,
@@ -200,6 +224,9 @@ impl Driver {
         let avail = match result {
             Ok(e) => {
                 sched.handle_measured(now, wire, cut);
+                if let Some(need) = need.filter(|_| cut) {
+                    sched.wait_for_room(need);
+                }
                 e
             }
             Err(e) => {
@@ -226,7 +253,7 @@ impl Driver {
             recs.push(record::from_estimate(at("capacity"), cap));
         }
         // A capacity-only round (the first one of methods that need C) is not an A estimate.
-        let avail = avail.filter(|e| e.final_ && e.quality.method != "capacity");
+        let avail = avail.filter(|e| fresh && e.final_ && e.quality.method != "capacity");
         // Cut by the budget before its estimate: say so rather than let the old one stand.
         let starved = cut && avail.is_none();
         if let Some(a) = &avail {
@@ -293,6 +320,30 @@ impl Driver {
         stored
     }
 
+    /// A tracked path whose passive or inline estimates are fresh and agree with the held
+    /// value: the source that covers it (`crate::cover`). Reads the estimates published since.
+    fn covered(&self, link: &mut Link) -> Option<&'static str> {
+        if self.st.sched.method != track::METHOD {
+            return None;
+        }
+        let name = self.st.name();
+        loop {
+            use tokio::sync::broadcast::error::TryRecvError;
+            match link.evidence.try_recv() {
+                Ok(r) => {
+                    if r.metric == "avail_bw" && r.final_ && name.as_deref() == Some(&r.path) {
+                        link.cover.handle_evidence(&r.source, r.t_ns, r.value);
+                    }
+                }
+                Err(TryRecvError::Lagged(_)) => continue,
+                Err(_) => break,
+            }
+        }
+        let held = link.tracker.as_ref()?.held().map(|e| e.value_bps);
+        link.cover
+            .poll(mgrp_clock::realtime_ns(), held, link.capacity)
+    }
+
     /// Run one round's estimator within `allowance`: a fresh one of the method, or the path's
     /// tracker. `None` when it could not be built (the error is recorded).
     fn measure(&self, link: &mut Link, allowance: u64, deadline: Instant) -> Option<Measured> {
@@ -326,6 +377,8 @@ impl Driver {
                 result,
                 bytes,
                 cut: t.round_cut(),
+                need: t.pending_frames(),
+                fresh: t.round_concluded(),
                 cap: t.capacity(),
                 sent,
                 lost,
@@ -352,6 +405,8 @@ impl Driver {
             result,
             bytes,
             cut: bounded.exhausted(),
+            need: None,
+            fresh: true,
             cap: bounded.capacity(),
             sent: bounded.probes_sent,
             lost: bounded.probes_lost,

@@ -11,6 +11,7 @@
 pub mod archive;
 pub mod budget;
 pub mod config;
+pub mod cover;
 mod driver;
 pub mod http;
 pub mod hub;

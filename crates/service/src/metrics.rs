@@ -218,12 +218,20 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, RenderError> {
         "schedule_probe_load_ceiling",
         "The schedule's ceiling on its probe load, as a share of capacity (0..1)",
     );
+    let covered = gauge(
+        &mut reg,
+        "schedule_covered",
+        "1 while fresh passive or inline estimates agreeing with the tracked value stand in for active rounds",
+    );
     for p in hub.paths() {
         let l: Labels = vec![
             ("peer", p.sched.peer.to_string()),
             ("method", p.sched.method.clone()),
         ];
         let v = p.view();
+        covered
+            .get_or_create(&l)
+            .set(if v.covered_by.is_some() { 1.0 } else { 0.0 });
         if let Some(share) = v.probe_load_share {
             load.get_or_create(&l).set(share);
         }

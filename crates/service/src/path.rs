@@ -21,6 +21,9 @@ mgrp_counters::counters! {
         cut_by_budget,
         /// Errors (connect, measure, store)
         errors,
+        /// Rounds not run: fresh passive or inline estimates agreeing with the tracked value
+        /// covered the path
+        covered,
     }
 }
 
@@ -40,6 +43,8 @@ pub struct PathState {
     /// the last round: the probe load as a share of C.
     load_bytes_per_min: AtomicU64,
     capacity_bits: AtomicU64,
+    /// The source whose estimates covered the path at the last due round (tracked paths).
+    covered_by: Mutex<Option<&'static str>>,
     pub(crate) wake: AtomicBool,
     pub(crate) stop: AtomicBool,
     /// A once query: the metric whose estimate ends it (its driver then stops).
@@ -74,6 +79,9 @@ pub struct ScheduleView {
     pub probe_load_share: Option<f64>,
     /// The ceiling on that share, if the schedule has one.
     pub ceiling_share: Option<f64>,
+    /// `passive` or `inline` while their fresh estimates, agreeing with the tracked value,
+    /// stand in for active rounds (`null`: the schedule probes).
+    pub covered_by: Option<&'static str>,
 }
 
 impl PathState {
@@ -88,6 +96,7 @@ impl PathState {
             budget_exhausted: AtomicBool::new(false),
             load_bytes_per_min: AtomicU64::new(0),
             capacity_bits: AtomicU64::new(0),
+            covered_by: Mutex::new(None),
             wake: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             once: None,
@@ -173,6 +182,17 @@ impl PathState {
                 .ceiling
                 .or((self.sched.method == crate::track::METHOD)
                     .then_some(crate::config::DEFAULT_CEILING)),
+            covered_by: self.covered_by(),
+        }
+    }
+
+    pub fn covered_by(&self) -> Option<&'static str> {
+        self.covered_by.lock().ok().and_then(|c| *c)
+    }
+
+    pub(crate) fn set_covered(&self, by: Option<&'static str>) {
+        if let Ok(mut c) = self.covered_by.lock() {
+            *c = by;
         }
     }
 

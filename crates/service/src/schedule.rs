@@ -48,6 +48,12 @@ pub struct Schedule {
     budget_cut: Option<BudgetCut>,
     /// Probe bytes a second the path may carry on average (ceiling × capacity), once known.
     ceiling_bytes_per_s: Option<f64>,
+    /// Bytes of the last round: a debt when a ceiling comes after it (the first round
+    /// measures the capacity the ceiling is a share of).
+    last_bytes: u64,
+    /// Bytes of the round before the ceiling not yet repaid: until they are, each round waits
+    /// twice its own pay-back (half the tokens repay the debt), so the path stays watched.
+    debt: u64,
 }
 
 impl Schedule {
@@ -63,15 +69,24 @@ impl Schedule {
             woken: false,
             budget_cut: None,
             ceiling_bytes_per_s: None,
+            last_bytes: 0,
+            debt: 0,
         }
     }
 
     /// Hold the probe load at or below `bytes_per_s` (ceiling × capacity; `None`: no ceiling):
     /// the minute's budget is capped at a minute of it, and after each round the next waits
     /// until the round's bytes are paid for at that rate (so over any run of whole rounds the
-    /// load never exceeds it, whatever `every` says; a "measure now" waits too).
+    /// load never exceeds it, whatever `every` says; a "measure now" waits too). The round
+    /// before a first ceiling (the one that measured the capacity) is repaid as a debt: the
+    /// rounds after it wait twice their own pay-back until their bytes add up to it, so over
+    /// any run longer than twice its pay-back the load is within the ceiling, it included.
     pub fn set_ceiling(&mut self, bytes_per_s: Option<f64>) {
+        let first = self.ceiling_bytes_per_s.is_none();
         self.ceiling_bytes_per_s = bytes_per_s.filter(|r| r.is_finite() && *r > 0.0);
+        if first && self.ceiling_bytes_per_s.is_some() {
+            self.debt = self.last_bytes;
+        }
     }
 
     pub fn ceiling_bytes_per_s(&self) -> Option<f64> {
@@ -88,8 +103,13 @@ impl Schedule {
 
     /// After a round that sent `bytes`: no next round before they are paid for at the ceiling.
     fn pay_back(&mut self, bytes: u64) {
+        self.last_bytes = bytes;
         if let Some(r) = self.ceiling_bytes_per_s {
-            let pay = (bytes as f64 / r * 1e9).ceil() as u64;
+            let mut pay = (bytes as f64 / r * 1e9).ceil() as u64;
+            if self.debt > 0 {
+                pay = pay.saturating_mul(2);
+                self.debt = self.debt.saturating_sub(bytes);
+            }
             self.next_ns = self.next_ns.max(self.round_ns.saturating_add(pay));
         }
     }
@@ -164,6 +184,25 @@ impl Schedule {
         // From the round's start, like a success: the first failure keeps the rhythm.
         self.next_ns = self.round_ns.saturating_add(wait);
         self.pay_back(bytes);
+    }
+
+    /// A round was cut before a train of `need` bytes: no next round before the trailing
+    /// minute has room for it (rounds due sooner would only be cut again, spending nothing).
+    /// A train larger than the whole budget never fits: the rhythm is left as it is.
+    pub fn wait_for_room(&mut self, need: u64) {
+        let budget = self.minute_budget();
+        if need > budget {
+            return;
+        }
+        let mut left: u64 = self.spent.iter().map(|(_, b)| b).sum();
+        for (t, b) in &self.spent {
+            if left + need <= budget {
+                break;
+            }
+            left -= b;
+            // This spend leaves the window a minute after it was made.
+            self.next_ns = self.next_ns.max(t.saturating_add(MINUTE_NS));
+        }
     }
 
     /// Whether the last round's estimate is missing because of the budget.
@@ -300,6 +339,55 @@ mod tests {
         }
         assert!(s.spent.len() <= SPENT_CAP);
         assert_eq!(s.used(5000), 10_000);
+    }
+
+    /// A cut round waits until the minute has room for the train it could not pay for.
+    #[test]
+    fn a_cut_round_waits_for_room() {
+        let mut s = Schedule::new(0, S / 4, 100_000);
+        s.poll(0);
+        s.handle_measured(S, 60_000, false);
+        s.poll(2 * S);
+        s.handle_measured(3 * S, 30_000, true);
+        // 10 kB left; the next train needs 35 kB: the first spend must leave first.
+        s.wait_for_room(35_000);
+        assert_eq!(s.poll_timeout(), 61 * S);
+        assert_eq!(s.poll(60 * S), None);
+        assert_eq!(s.poll(61 * S), Some(Action::Measure { allowance: 70_000 }));
+        // Room already there, or a train that can never fit: the rhythm stands.
+        s.handle_measured(62 * S, 0, true);
+        let due = s.poll_timeout();
+        s.wait_for_room(1_000);
+        s.wait_for_room(200_000);
+        assert_eq!(s.poll_timeout(), due);
+    }
+
+    /// A ceiling known only after the first round (which measured C) repays that round: the
+    /// rounds after it wait twice their pay-back until their bytes add up to it; then once.
+    #[test]
+    fn the_round_before_the_ceiling_is_repaid_at_half_rate() {
+        let rate = 50_000.0;
+        let mut s = Schedule::new(0, S / 4, 10_000_000);
+        s.poll(0);
+        s.handle_measured(S, 300_000, false);
+        s.set_ceiling(Some(rate));
+        s.set_ceiling(Some(rate));
+        // The path stays watched: the next round is due at once.
+        assert_eq!(s.poll_timeout(), S / 4);
+        let (mut t, mut total, mut gaps) = (S / 4, 300_000u64, Vec::new());
+        for _ in 0..8 {
+            assert!(matches!(s.poll(t), Some(Action::Measure { .. })));
+            // The invariant: what was sent is within the ceiling plus what is still owed.
+            let owed = 300_000u64.saturating_sub(total - 300_000);
+            assert!(total as f64 <= rate * t as f64 / 1e9 + owed as f64 + 1.0);
+            s.handle_measured(t + S / 20, 100_000, false);
+            total += 100_000;
+            gaps.push((s.poll_timeout() - t) / (S / 1000));
+            t = s.poll_timeout();
+        }
+        // 100 kB at 50 kB/s: 4 s while the 300 kB are owed (three rounds), then 2 s.
+        assert_eq!(gaps, [4000, 4000, 4000, 2000, 2000, 2000, 2000, 2000]);
+        assert!(total as f64 <= rate * t as f64 / 1e9);
     }
 
     /// The ceiling holds whatever the period and the rounds' sizes: rounds of random size,
