@@ -17,7 +17,8 @@ mod ffi {
         pub fn mgrp_host_ai_window(cwnd: u32, inc: u32) -> u32;
         pub fn mgrp_host_base_rtt_us(min_rtt: u32, srtt: u32) -> u32;
         pub fn mgrp_host_queue_target_us(base: u32) -> u32;
-        pub fn mgrp_host_bg_lift_next(lift: u32, limit: u32, rmin: u32, base: u32, at: i32) -> u32;
+        pub fn mgrp_host_bg_lift_next(lift: i32, cap: u32, rmin: u32, base: u32, at: i32) -> i32;
+        pub fn mgrp_host_bg_limit(cap: u32, lift: i32) -> u32;
         pub fn mgrp_host_delivery_bps(delivered: u32, interval_us: u32, mss: u32) -> u64;
         pub fn mgrp_host_fs_ssthresh(ssthresh: u32, target: u32) -> u32;
         pub fn mgrp_host_ledbat_off_target_milli(qdelay_us: u32, target_us: u32) -> i64;
@@ -80,19 +81,25 @@ pub fn queue_target_us(base_rtt_us: u32) -> u32 {
     unsafe { ffi::mgrp_host_queue_target_us(base_rtt_us) }
 }
 
-/// Background: the lift above the cap after a round whose smallest RTT sample was
+/// Background: the lift (limit − cap) after a round whose smallest RTT sample was
 /// `round_min_rtt_us` (see `rules.h`).
 pub fn bg_lift_next(
-    lift: u32,
-    limit: u32,
+    lift: i32,
+    cap: u32,
     round_min_rtt_us: u32,
     base_rtt_us: u32,
     at_limit: bool,
-) -> u32 {
+) -> i32 {
     // SAFETY: as above.
     unsafe {
-        ffi::mgrp_host_bg_lift_next(lift, limit, round_min_rtt_us, base_rtt_us, at_limit as i32)
+        ffi::mgrp_host_bg_lift_next(lift, cap, round_min_rtt_us, base_rtt_us, at_limit as i32)
     }
+}
+
+/// Background: the window limit for a cap (0: none) and a lift, at least 2 packets.
+pub fn bg_limit(cap: u32, lift: i32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_bg_limit(cap, lift) }
 }
 
 /// A delivery-rate sample in bit/s.
@@ -284,27 +291,33 @@ mod tests {
     #[test]
     fn the_lift_grows_on_an_empty_path_and_shrinks_on_a_queue() {
         let base = 40_000;
-        // At the limit, no queue: +limit/16 a round.
+        // At the limit, no queue: the limit +1/16 a round (32 → 34).
         assert_eq!(bg_lift_next(0, 32, 40_500, base, true), 2);
-        assert_eq!(bg_lift_next(10, 5, 40_500, base, true), 11);
+        assert_eq!(bg_lift_next(6, 4, 40_500, base, true), 7);
         // Not at the limit: unchanged; no sample: unchanged.
         assert_eq!(bg_lift_next(10, 32, 40_500, base, false), 10);
         assert_eq!(bg_lift_next(10, 32, 0, base, true), 10);
-        // A queue above 2 ms: −limit/8, at the limit or not, not below 0.
-        assert_eq!(bg_lift_next(10, 32, 42_001, base, true), 6);
-        assert_eq!(bg_lift_next(10, 32, 42_001, base, false), 6);
-        assert_eq!(bg_lift_next(3, 32, 50_000, base, true), 0);
-        assert_eq!(bg_lift_next(3, 4, 50_000, base, true), 2);
         assert_eq!(bg_lift_next(10, 32, 42_000, base, true), 12);
-        assert_eq!(bg_lift_next(u32::MAX, 32, 40_000, base, true), 1 << 20);
+        // A standing queue above 2 ms: the limit −1/8 (42 → 37), at the limit or not, and below
+        // the cap when the queue stays (32 → 28: a lift of −4), never under 2 packets.
+        assert_eq!(bg_lift_next(10, 32, 42_001, base, true), 5);
+        assert_eq!(bg_lift_next(10, 32, 42_001, base, false), 5);
+        assert_eq!(bg_lift_next(0, 32, 50_000, base, true), -4);
+        assert_eq!(bg_lift_next(-29, 32, 50_000, base, true), -30);
+        assert_eq!(bg_lift_next(-40, 32, 50_000, base, true), -30);
+        assert_eq!(bg_limit(32, -30), 2);
+        assert_eq!(bg_limit(32, -100), 2);
+        assert_eq!(bg_limit(32, 5), 37);
+        assert_eq!(bg_limit(0, 5), 0, "no cap, no limit");
+        assert_eq!(bg_lift_next(i32::MAX, 32, 40_000, base, true), 1 << 20);
         // From a 9 Mbit/s cap (31 packets at 40 ms) the limit reaches 0.9 × 48 Mbit/s
         // (149 packets) in about 26 rounds, about 1 s, when the path stays empty.
         let cap = bg_max_cwnd(10_000_000, base, MSS, 900, 0, 2);
         let target = bg_max_cwnd(48_000_000, base, MSS, 900, 0, 2);
         let mut lift = 0;
         let mut rounds = 0;
-        while cap + lift < target {
-            lift = bg_lift_next(lift, cap + lift, base, base, true);
+        while bg_limit(cap, lift) < target {
+            lift = bg_lift_next(lift, cap, base, base, true);
             rounds += 1;
         }
         assert!((20..=30).contains(&rounds), "{rounds} rounds");

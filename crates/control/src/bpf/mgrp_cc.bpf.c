@@ -60,10 +60,11 @@ struct {
 struct mgrp_ca {
 	__u64 last_ack_ns;
 	__u32 limited;		/* the last ack was held at the cap */
-	__u32 lift;		/* background: packets allowed above the estimate's cap */
+	__s32 lift;		/* background: packets the limit is moved from the estimate's cap */
 	__u64 round_start_ns;	/* background: the current round (one base RTT) began */
 	__u32 round_min_rtt_us;	/* background: smallest RTT sample of the round, 0: none */
 	__u32 pad;
+	__u64 entry_ns;		/* background: the map entry the lift was found under */
 	__u64 bw_cur;		/* full-speed: largest delivery rate (bit/s) of this slot */
 	__u64 bw_prev;		/* full-speed: of the slot before */
 	__u64 bw_slot_ns;	/* full-speed: when this slot began */
@@ -218,15 +219,15 @@ void BPF_PROG(mgrp_bg_pkts_acked, struct sock *sk, const struct ack_sample *samp
 /* At the end of each round (one base RTT), move the lift by what the round saw. After a
  * decrease the next round starts one base RTT later: the queue the last round saw is still
  * draining then, and judging it again would cut twice for one excess. */
-static __always_inline void bg_round(struct mgrp_ca *ca, __u64 now, __u32 base_us, __u32 limit)
+static __always_inline void bg_round(struct mgrp_ca *ca, __u64 now, __u32 base_us, __u32 cap)
 {
 	__u64 rtt_ns = (__u64)base_us * 1000;
-	__u32 before = ca->lift;
+	__s32 before = ca->lift;
 
 	if (ca->round_start_ns && (now < ca->round_start_ns || now - ca->round_start_ns < rtt_ns))
 		return;
 	if (ca->round_start_ns)
-		ca->lift = mgrp_bg_lift_next(ca->lift, limit, ca->round_min_rtt_us, base_us,
+		ca->lift = mgrp_bg_lift_next(ca->lift, cap, ca->round_min_rtt_us, base_us,
 					     ca->limited);
 	ca->round_start_ns = ca->lift < before ? now + rtt_ns : now;
 	ca->round_min_rtt_us = 0;
@@ -264,12 +265,18 @@ void BPF_PROG(mgrp_bg_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	base = base_rtt_us(tp);
 	cap = mgrp_bg_max_cwnd(p->avail_bps, base, tp->mss_cache, p->g_milli, p->threshold_pkts,
 			       p->floor_pkts);
-	if (!(p->flags & MGRP_PATH_PROBE))
+	/* A new estimate accounts for the room a lift found; a queue it did not see still holds
+	 * the limit under its cap. */
+	if (p->updated_ns != ca->entry_ns) {
+		ca->entry_ns = p->updated_ns;
+		if (ca->lift > 0)
+			ca->lift = 0;
+	}
+	if (!(p->flags & MGRP_PATH_PROBE) || !cap)
 		ca->lift = 0;
-	limit = cap ? cap + ca->lift : 0;
-	if (p->flags & MGRP_PATH_PROBE)
-		bg_round(ca, now, base, limit);
-	limit = cap ? cap + ca->lift : 0;
+	else
+		bg_round(ca, now, base, cap);
+	limit = mgrp_bg_limit(cap, ca->lift);
 
 	if (cwnd_limited(tp)) {
 		if (tp->snd_cwnd < tp->snd_ssthresh)

@@ -93,36 +93,53 @@ MGRP_INLINE __u32 mgrp_queue_target_us(__u32 base_rtt_us)
 	return t > 1000 ? t : 1000;
 }
 
-/* Background: the lift, packets a capped flow may take above the estimate's cap, after one
- * round (one base RTT) in which the smallest RTT sample was `round_min_rtt_us`:
- *   a queue above the target all round long → −limit/8 (at least 1, not below 0): someone needs
- *     the room, or the flow found the path's edge; twice the growth step, so that the limit
- *     saws between the edge and 1/8 under it rather than halving (a halved limit would spend
- *     most of its time far under the edge);
- *   no queue and the flow sat at its limit all round long → +limit/16 (at least 1), i.e. the
- *     limit grows by 1/16 per RTT while the path stays empty: the estimate is stale (the
- *     foreground left) and the flow finds the room before the next estimate says so;
+/* Background: the smallest window a limit may leave a flow (its ack clock needs two). */
+#define MGRP_BG_MIN_CWND 2
+
+/* Background: the lift, packets a capped flow's limit is moved from the estimate's cap (limit =
+ * cap + lift, at least 2), after one round (one base RTT) in which the smallest RTT sample was
+ * `round_min_rtt_us`:
+ *   a queue above the target all round long → limit − limit/8 (at least 1 packet): someone needs
+ *     the room (the lift goes below 0: the flow yields under the estimate's cap to a standing
+ *     queue it did not expect), or the flow found the path's edge. Twice the growth step, so
+ *     that at the edge the limit saws between it and 1/8 under it;
+ *   no queue and the flow at its limit → limit + limit/16 (at least 1): the path is empty, the
+ *     estimate is stale (the foreground left), and the flow finds the room before the next
+ *     estimate says so;
  *   otherwise (not at the limit, no sample) → unchanged.
- * Bounded at 2^20 packets. */
-MGRP_INLINE __u32 mgrp_bg_lift_next(__u32 lift, __u32 limit, __u32 round_min_rtt_us,
+ * The lift stays within [2 − cap, 2^20]. */
+MGRP_INLINE __s32 mgrp_bg_lift_next(__s32 lift, __u32 cap, __u32 round_min_rtt_us,
 				    __u32 base_rtt_us, int at_limit)
 {
-	__u64 step;
+	__s64 limit = (__s64)cap + lift, next, step;
 	if (round_min_rtt_us == 0 || base_rtt_us == 0)
 		return lift;
+	if (limit < MGRP_BG_MIN_CWND)
+		limit = MGRP_BG_MIN_CWND;
 	if (round_min_rtt_us > base_rtt_us + mgrp_queue_target_us(base_rtt_us)) {
-		step = limit / 8;
-		if (step == 0)
-			step = 1;
-		return lift > step ? lift - (__u32)step : 0;
-	}
-	if (!at_limit)
+		step = (__s64)((__u64)limit / 8);
+		next = limit - (step > 0 ? step : 1);
+	} else if (at_limit) {
+		step = (__s64)((__u64)limit / 16);
+		next = limit + (step > 0 ? step : 1);
+	} else {
 		return lift;
-	step = limit / 16;
-	if (step == 0)
-		step = 1;
-	step += lift;
-	return step > (1U << 20) ? (1U << 20) : (__u32)step;
+	}
+	if (next < MGRP_BG_MIN_CWND)
+		next = MGRP_BG_MIN_CWND;
+	next -= cap;
+	return next > (1 << 20) ? (1 << 20) : (__s32)next;
+}
+
+/* Background: the window limit for a cap (0: none) and a lift. */
+MGRP_INLINE __u32 mgrp_bg_limit(__u32 cap, __s32 lift)
+{
+	__s64 l = (__s64)cap + lift;
+	if (cap == 0)
+		return 0;
+	if (l < MGRP_BG_MIN_CWND)
+		return MGRP_BG_MIN_CWND;
+	return l > 0xffffffffLL ? 0xffffffffU : (__u32)l;
 }
 
 /* A delivery-rate sample (packets delivered over an interval, as the kernel's rate sampler
