@@ -189,6 +189,21 @@ static __always_inline __u32 count_loss(__u32 mode, struct sock *sk)
 	return tcp_reno_ssthresh(sk);
 }
 
+/* Bytes acked on this host's background and full-speed flows per destination: the agent adds
+ * their rate back to the path's measured A (a flow's own traffic is not cross traffic). */
+static __always_inline void count_own_bytes(struct sock *sk, __u32 acked)
+{
+	struct mgrp_path_key k;
+	__u64 *bytes, add = (__u64)acked * tcp_sk(sk)->mss_cache;
+
+	key_of(sk, &k);
+	bytes = bpf_map_lookup_elem(&bg_acked, &k);
+	if (bytes)
+		__sync_fetch_and_add(bytes, add);
+	else
+		bpf_map_update_elem(&bg_acked, &k, &add, BPF_NOEXIST);
+}
+
 /* ---- background ---- */
 
 SEC("struct_ops")
@@ -241,17 +256,9 @@ void BPF_PROG(mgrp_bg_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	__u64 now = bpf_ktime_get_ns();
 	struct mgrp_path *p = fresh_path(sk, now);
 	struct mgrp_mode_stats *s = stats_of(MGRP_MODE_BG);
-	struct mgrp_path_key k;
-	__u64 *bytes, add = (__u64)acked * tp->mss_cache;
 	__u32 cap, limit, base, inc;
 
-	key_of(sk, &k);
-	bytes = bpf_map_lookup_elem(&bg_acked, &k);
-	if (bytes) {
-		__sync_fetch_and_add(bytes, add);
-	} else {
-		bpf_map_update_elem(&bg_acked, &k, &add, BPF_NOEXIST);
-	}
+	count_own_bytes(sk, acked);
 	count_ack(MGRP_MODE_BG, sk, acked, !p);
 
 	if (!p) {
@@ -367,6 +374,7 @@ void BPF_PROG(mgrp_fs_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	__u32 base = base_rtt_us(tp), target = 0, inc;
 	__u64 own = fs_own_bps(ca, tp, now, base), a;
 
+	count_own_bytes(sk, acked);
 	count_ack(MGRP_MODE_FS, sk, acked, !p);
 	if (!cwnd_limited(tp))
 		return;
