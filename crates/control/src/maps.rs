@@ -45,7 +45,13 @@ pub struct PathEntry {
     pub floor_pkts: u32,
     /// Full-speed: the growth factor h (seed: 100).
     pub h: u32,
+    /// `PATH_PROBE`: background flows lift their cap while the path shows no queue.
+    pub flags: u32,
+    pub reserved: u32,
 }
+
+/// `PathEntry::flags`: lift the background cap while the path shows no queue.
+pub const PATH_PROBE: u32 = 1;
 
 /// How the agent sets the modes' parameters; the defaults are the seed's, except below the
 /// threshold (see [`PathParams::default`]).
@@ -56,6 +62,9 @@ pub struct PathParams {
     pub floor_pkts: u32,
     pub h: u32,
     pub max_age: Duration,
+    /// Background: while capped and the path shows no queueing delay, lift the cap by 1/16 per
+    /// RTT; halve the lift at each round with a queue (not in the seed; see `rules.h`).
+    pub probe: bool,
 }
 
 impl Default for PathParams {
@@ -63,7 +72,8 @@ impl Default for PathParams {
     /// g·RTT·A/M ≤ m·N = 25 packets because its own inline measurement needs that window; mgrp's
     /// estimates come from probes and passive analysis, so the default caps there too, at no
     /// less than 2 packets (`threshold_pkts = 0, floor_pkts = 2`). A stale estimate (older than
-    /// 10 s) is not acted on.
+    /// 10 s) is not acted on. The cap is lifted while the path shows no queue (`probe`), so a
+    /// background flow takes the room a departed foreground left before the next estimate.
     fn default() -> Self {
         PathParams {
             g: 0.9,
@@ -71,6 +81,7 @@ impl Default for PathParams {
             floor_pkts: 2,
             h: 100,
             max_age: Duration::from_secs(10),
+            probe: true,
         }
     }
 }
@@ -81,6 +92,7 @@ impl PathParams {
         PathParams {
             threshold_pkts: 25,
             floor_pkts: 0,
+            probe: false,
             ..Default::default()
         }
     }
@@ -108,6 +120,8 @@ impl PathParams {
             threshold_pkts: self.threshold_pkts,
             floor_pkts: self.floor_pkts,
             h: self.h,
+            flags: if self.probe { PATH_PROBE } else { 0 },
+            reserved: 0,
         }
     }
 }
@@ -147,8 +161,8 @@ mod tests {
 
     #[test]
     fn layouts_match_the_c_structs() {
-        // struct mgrp_path: 3 × u64 + 4 × u32, no padding.
-        assert_eq!(std::mem::size_of::<PathEntry>(), 40);
+        // struct mgrp_path: 3 × u64 + 6 × u32, no padding.
+        assert_eq!(std::mem::size_of::<PathEntry>(), 48);
         assert_eq!(std::mem::size_of::<PathKey>(), 16);
         assert_eq!(std::mem::size_of::<RawModeStats>(), 64);
     }
@@ -185,5 +199,7 @@ mod tests {
         .validate()
         .is_err());
         assert!(PathParams::seed().validate().is_ok());
+        assert_eq!(e.flags, PATH_PROBE);
+        assert_eq!(PathParams::seed().entry(1e6, 0).flags, 0);
     }
 }

@@ -15,6 +15,12 @@ mod ffi {
         pub fn mgrp_host_fs_target(a: u64, rtt: u32, mss: u32) -> u32;
         pub fn mgrp_host_fs_increase(cwnd: u32, target: u32, h: u32) -> u32;
         pub fn mgrp_host_ai_window(cwnd: u32, inc: u32) -> u32;
+        pub fn mgrp_host_base_rtt_us(min_rtt: u32, srtt: u32) -> u32;
+        pub fn mgrp_host_queue_target_us(base: u32) -> u32;
+        pub fn mgrp_host_bg_lift_next(lift: i32, cap: u32, rmin: u32, base: u32, at: i32) -> i32;
+        pub fn mgrp_host_bg_limit(cap: u32, lift: i32) -> u32;
+        pub fn mgrp_host_delivery_bps(delivered: u32, interval_us: u32, mss: u32) -> u64;
+        pub fn mgrp_host_fs_ssthresh(ssthresh: u32, target: u32) -> u32;
         pub fn mgrp_host_ledbat_off_target_milli(qdelay_us: u32, target_us: u32) -> i64;
         pub fn mgrp_host_mpat_on_ack(cwnd: u32, ssthresh: u32, acked: u32) -> u32;
         pub fn mgrp_host_mpat_may_halve(now: u64, last: u64, rtt: u64) -> i32;
@@ -61,6 +67,51 @@ pub fn fs_increase(cwnd: u32, target: u32, h: u32) -> u32 {
 pub fn ai_window(cwnd: u32, increase: u32) -> u32 {
     // SAFETY: as above.
     unsafe { ffi::mgrp_host_ai_window(cwnd, increase) }
+}
+
+/// The RTT windows are sized with: the minimum RTT, else the smoothed one.
+pub fn base_rtt_us(min_rtt_us: u32, srtt_us: u32) -> u32 {
+    // SAFETY: a pure C function of its arguments.
+    unsafe { ffi::mgrp_host_base_rtt_us(min_rtt_us, srtt_us) }
+}
+
+/// Queueing delay that counts as a queue: max(1 ms, base RTT / 20).
+pub fn queue_target_us(base_rtt_us: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_queue_target_us(base_rtt_us) }
+}
+
+/// Background: the lift (limit − cap) after a round whose smallest RTT sample was
+/// `round_min_rtt_us` (see `rules.h`).
+pub fn bg_lift_next(
+    lift: i32,
+    cap: u32,
+    round_min_rtt_us: u32,
+    base_rtt_us: u32,
+    at_limit: bool,
+) -> i32 {
+    // SAFETY: as above.
+    unsafe {
+        ffi::mgrp_host_bg_lift_next(lift, cap, round_min_rtt_us, base_rtt_us, at_limit as i32)
+    }
+}
+
+/// Background: the window limit for a cap (0: none) and a lift, at least 2 packets.
+pub fn bg_limit(cap: u32, lift: i32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_bg_limit(cap, lift) }
+}
+
+/// A delivery-rate sample in bit/s.
+pub fn delivery_bps(delivered_pkts: u32, interval_us: u32, mss: u32) -> u64 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_delivery_bps(delivered_pkts, interval_us, mss) }
+}
+
+/// Full-speed: the slow-start threshold once a fresh estimate's V is known.
+pub fn fs_ssthresh(ssthresh: u32, target: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_fs_ssthresh(ssthresh, target) }
 }
 
 /// LEDBAT's off_target in thousandths, clamped to [−1000, 1000].
@@ -220,6 +271,69 @@ mod tests {
             (cwnd as f64 - fcwnd).abs() / fcwnd < 0.05,
             "{cwnd} vs {fcwnd}"
         );
+    }
+
+    #[test]
+    fn windows_use_the_minimum_rtt() {
+        // A standing queue of 20 ms on a 40 ms path: the cap is sized with 40 ms, so the flow's
+        // rate is g·A·40/60 while the queue stands and it drains.
+        assert_eq!(base_rtt_us(40_000, 60_000), 40_000);
+        assert_eq!(base_rtt_us(0, 60_000), 60_000);
+        // A minimum above the smoothed RTT (route change): the smaller, current one.
+        assert_eq!(base_rtt_us(80_000, 60_000), 60_000);
+        assert_eq!(base_rtt_us(40_000, 0), 40_000);
+        let cap = bg_max_cwnd(10_000_000, base_rtt_us(40_000, 60_000), MSS, 900, 0, 2);
+        assert_eq!(cap, bg_max_cwnd(10_000_000, 40_000, MSS, 900, 0, 2));
+        assert_eq!(queue_target_us(40_000), 2000);
+        assert_eq!(queue_target_us(10_000), 1000);
+    }
+
+    #[test]
+    fn the_lift_grows_on_an_empty_path_and_shrinks_on_a_queue() {
+        let base = 40_000;
+        // At the limit, no queue: the limit +1/16 a round (32 → 34).
+        assert_eq!(bg_lift_next(0, 32, 40_500, base, true), 2);
+        assert_eq!(bg_lift_next(6, 4, 40_500, base, true), 7);
+        // Not at the limit: unchanged; no sample: unchanged.
+        assert_eq!(bg_lift_next(10, 32, 40_500, base, false), 10);
+        assert_eq!(bg_lift_next(10, 32, 0, base, true), 10);
+        assert_eq!(bg_lift_next(10, 32, 42_000, base, true), 12);
+        // A standing queue above 2 ms: the limit −1/8 (42 → 37), at the limit or not, and below
+        // the cap when the queue stays (32 → 28: a lift of −4), never under 2 packets.
+        assert_eq!(bg_lift_next(10, 32, 42_001, base, true), 5);
+        assert_eq!(bg_lift_next(10, 32, 42_001, base, false), 5);
+        assert_eq!(bg_lift_next(0, 32, 50_000, base, true), -4);
+        assert_eq!(bg_lift_next(-29, 32, 50_000, base, true), -30);
+        assert_eq!(bg_lift_next(-40, 32, 50_000, base, true), -30);
+        assert_eq!(bg_limit(32, -30), 2);
+        assert_eq!(bg_limit(32, -100), 2);
+        assert_eq!(bg_limit(32, 5), 37);
+        assert_eq!(bg_limit(0, 5), 0, "no cap, no limit");
+        assert_eq!(bg_lift_next(i32::MAX, 32, 40_000, base, true), 1 << 20);
+        // From a 9 Mbit/s cap (31 packets at 40 ms) the limit reaches 0.9 × 48 Mbit/s
+        // (149 packets) in about 26 rounds, about 1 s, when the path stays empty.
+        let cap = bg_max_cwnd(10_000_000, base, MSS, 900, 0, 2);
+        let target = bg_max_cwnd(48_000_000, base, MSS, 900, 0, 2);
+        let mut lift = 0;
+        let mut rounds = 0;
+        while bg_limit(cap, lift) < target {
+            lift = bg_lift_next(lift, cap, base, base, true);
+            rounds += 1;
+        }
+        assert!((20..=30).contains(&rounds), "{rounds} rounds");
+    }
+
+    #[test]
+    fn delivery_rate_and_slow_start_exit() {
+        // 10 packets of 1448 B in 1 ms: 115.84 Mbit/s.
+        assert_eq!(delivery_bps(10, 1000, MSS), 115_840_000);
+        assert_eq!(delivery_bps(10, 0, MSS), 0);
+        assert_eq!(delivery_bps(0, 1000, MSS), 0);
+        // Slow start ends at V; a threshold a loss set lower stays.
+        assert_eq!(fs_ssthresh(0x7fff_ffff, 1726), 1726);
+        assert_eq!(fs_ssthresh(500, 1726), 500);
+        assert_eq!(fs_ssthresh(500, 0), 500);
+        assert_eq!(fs_ssthresh(500, 1), 2);
     }
 
     #[test]

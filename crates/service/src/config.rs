@@ -42,6 +42,7 @@
 //! max_age = "10s"                        # older estimates are not acted on (Reno instead)
 //! threshold_pkts = 0                     # background: cap only above this window (seed: 25)
 //! floor_pkts = 2                         # background: below it, cap at no less (seed: 0)
+//! probe = true                           # background: lift the cap while the path has no queue
 //! correct_own_rate = true                # add background flows' own rate back to A
 //! passive = false                        # Wren estimates feed their flow's destination too
 //! max_destinations = 256                 # map entries the agent keeps
@@ -277,6 +278,7 @@ struct RawTransfer {
     max_age: Option<String>,
     threshold_pkts: Option<i64>,
     floor_pkts: Option<i64>,
+    probe: Option<bool>,
     correct_own_rate: Option<bool>,
     passive: Option<bool>,
     max_destinations: Option<i64>,
@@ -596,6 +598,7 @@ fn parse_params(t: &RawTransfer) -> Result<PathParams, String> {
         max_age,
         threshold_pkts: pkts("threshold_pkts", t.threshold_pkts, d.threshold_pkts)?,
         floor_pkts: pkts("floor_pkts", t.floor_pkts, d.floor_pkts)?,
+        probe: t.probe.unwrap_or(d.probe),
     };
     p.validate()?;
     Ok(p)
@@ -846,6 +849,7 @@ mod tests {
             max_age = "30s"
             threshold_pkts = 25
             floor_pkts = 0
+            probe = false
             correct_own_rate = false
             passive = true
             max_destinations = 8
@@ -863,6 +867,7 @@ mod tests {
                 max_age: Duration::from_secs(30),
                 threshold_pkts: 25,
                 floor_pkts: 0,
+                probe: false,
             }
         );
         assert!(!t.feed.correct_own_rate && t.passive);

@@ -22,7 +22,12 @@ struct mgrp_path {
 	__u32 threshold_pkts;	/* background: cap only above this many packets (seed: m·N = 25) */
 	__u32 floor_pkts;	/* background: below the threshold cap at max(w, floor); 0 = no cap */
 	__u32 h;		/* full-speed: growth factor (seed: 100) */
+	__u32 flags;		/* MGRP_PATH_* */
+	__u32 reserved;
 };
+
+/* Background: lift the cap while the path shows no queue (the estimate is stale). */
+#define MGRP_PATH_PROBE 1
 
 /* Per mode; the agent reads them for its metrics. */
 struct mgrp_mode_stats {

@@ -60,7 +60,21 @@ struct {
 struct mgrp_ca {
 	__u64 last_ack_ns;
 	__u32 limited;		/* the last ack was held at the cap */
+	__s32 lift;		/* background: packets the limit is moved from the estimate's cap */
+	__u64 round_start_ns;	/* background: the current round (one base RTT) began */
+	__u32 round_min_rtt_us;	/* background: smallest RTT sample of the round, 0: none */
+	__u32 pad;
+	__u64 entry_ns;		/* background: the map entry the lift was found under */
+	__u64 bw_cur;		/* full-speed: largest delivery rate (bit/s) of this slot */
+	__u64 bw_prev;		/* full-speed: of the slot before */
+	__u64 bw_slot_ns;	/* full-speed: when this slot began */
 };
+
+/* Full-speed: the growth factor when no map entry gives one (seed: 100). */
+#define MGRP_FS_DEFAULT_H 100
+/* Full-speed: a delivery-rate slot lasts this many base RTTs; the max of two slots is the
+ * flow's own estimate of what the path gives it. */
+#define MGRP_FS_BW_SLOT_RTTS 10
 
 /* LEDBAT's per-socket history, in socket storage where arrays may be indexed. */
 struct ledbat {
@@ -125,6 +139,13 @@ static __always_inline __u32 srtt_us(struct tcp_sock *tp)
 	return tp->srtt_us >> 3;
 }
 
+/* The RTT windows are sized with: the path's minimum RTT (the kernel's 5-minute windowed min),
+ * so that a queue the flow builds does not grow its window. */
+static __always_inline __u32 base_rtt_us(struct tcp_sock *tp)
+{
+	return mgrp_base_rtt_us(tp->rtt_min.s[0].v, srtt_us(tp));
+}
+
 static __always_inline int cwnd_limited(struct tcp_sock *tp)
 {
 	/* As the kernel's tcp_is_cwnd_limited(): in slow start, grow while the window is less than
@@ -168,6 +189,21 @@ static __always_inline __u32 count_loss(__u32 mode, struct sock *sk)
 	return tcp_reno_ssthresh(sk);
 }
 
+/* Bytes acked on this host's background and full-speed flows per destination: the agent adds
+ * their rate back to the path's measured A (a flow's own traffic is not cross traffic). */
+static __always_inline void count_own_bytes(struct sock *sk, __u32 acked)
+{
+	struct mgrp_path_key k;
+	__u64 *bytes, add = (__u64)acked * tcp_sk(sk)->mss_cache;
+
+	key_of(sk, &k);
+	bytes = bpf_map_lookup_elem(&bg_acked, &k);
+	if (bytes)
+		__sync_fetch_and_add(bytes, add);
+	else
+		bpf_map_update_elem(&bg_acked, &k, &add, BPF_NOEXIST);
+}
+
 /* ---- background ---- */
 
 SEC("struct_ops")
@@ -182,6 +218,36 @@ void BPF_PROG(mgrp_bg_release, struct sock *sk)
 	count_close(MGRP_MODE_BG);
 }
 
+/* An RTT sample: the round's smallest is its queueing signal. */
+SEC("struct_ops")
+void BPF_PROG(mgrp_bg_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	struct mgrp_ca *ca = ca_of(sk);
+	__s32 rtt = sample->rtt_us;
+
+	if (rtt <= 0)
+		return;
+	if (ca->round_min_rtt_us == 0 || (__u32)rtt < ca->round_min_rtt_us)
+		ca->round_min_rtt_us = rtt;
+}
+
+/* At the end of each round (one base RTT), move the lift by what the round saw. After a
+ * decrease the next round starts one base RTT later: the queue the last round saw is still
+ * draining then, and judging it again would cut twice for one excess. */
+static __always_inline void bg_round(struct mgrp_ca *ca, __u64 now, __u32 base_us, __u32 cap)
+{
+	__u64 rtt_ns = (__u64)base_us * 1000;
+	__s32 before = ca->lift;
+
+	if (ca->round_start_ns && (now < ca->round_start_ns || now - ca->round_start_ns < rtt_ns))
+		return;
+	if (ca->round_start_ns)
+		ca->lift = mgrp_bg_lift_next(ca->lift, cap, ca->round_min_rtt_us, base_us,
+					     ca->limited);
+	ca->round_start_ns = ca->lift < before ? now + rtt_ns : now;
+	ca->round_min_rtt_us = 0;
+}
+
 SEC("struct_ops")
 void BPF_PROG(mgrp_bg_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
@@ -190,29 +256,47 @@ void BPF_PROG(mgrp_bg_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	__u64 now = bpf_ktime_get_ns();
 	struct mgrp_path *p = fresh_path(sk, now);
 	struct mgrp_mode_stats *s = stats_of(MGRP_MODE_BG);
-	struct mgrp_path_key k;
-	__u64 *bytes, add = (__u64)acked * tp->mss_cache;
-	__u32 cap;
+	__u32 cap, limit, base, inc;
 
-	key_of(sk, &k);
-	bytes = bpf_map_lookup_elem(&bg_acked, &k);
-	if (bytes) {
-		__sync_fetch_and_add(bytes, add);
-	} else {
-		bpf_map_update_elem(&bg_acked, &k, &add, BPF_NOEXIST);
-	}
+	count_own_bytes(sk, acked);
 	count_ack(MGRP_MODE_BG, sk, acked, !p);
 
-	tcp_reno_cong_avoid(sk, ack, acked);
 	if (!p) {
+		tcp_reno_cong_avoid(sk, ack, acked);
 		ca->limited = 0;
+		ca->lift = 0;
 		ca->last_ack_ns = now;
 		return;
 	}
-	cap = mgrp_bg_max_cwnd(p->avail_bps, srtt_us(tp), tp->mss_cache, p->g_milli,
-			       p->threshold_pkts, p->floor_pkts);
-	if (cap && tp->snd_cwnd >= cap) {
-		tp->snd_cwnd = cap;
+	/* The seed's cap, g·A·RTT/M, with the path's base RTT; the lift on top. */
+	base = base_rtt_us(tp);
+	cap = mgrp_bg_max_cwnd(p->avail_bps, base, tp->mss_cache, p->g_milli, p->threshold_pkts,
+			       p->floor_pkts);
+	/* A new estimate accounts for the room a lift found; a queue it did not see still holds
+	 * the limit under its cap. */
+	if (p->updated_ns != ca->entry_ns) {
+		ca->entry_ns = p->updated_ns;
+		if (ca->lift > 0)
+			ca->lift = 0;
+	}
+	if (!(p->flags & MGRP_PATH_PROBE) || !cap)
+		ca->lift = 0;
+	else
+		bg_round(ca, now, base, cap);
+	limit = mgrp_bg_limit(cap, ca->lift);
+
+	if (cwnd_limited(tp)) {
+		if (tp->snd_cwnd < tp->snd_ssthresh)
+			acked = tcp_slow_start(tp, acked);
+		/* Below the limit grow toward it as full-speed does toward V (Reno's +1 per RTT
+		 * would take 100 RTTs to climb back from a 9 to a 45 Mbit/s limit at 40 ms). */
+		if (acked) {
+			inc = limit ? mgrp_fs_increase(tp->snd_cwnd, limit, p->h) : 1;
+			tcp_cong_avoid_ai(tp, mgrp_ai_window(tp->snd_cwnd, inc), acked);
+		}
+	}
+	if (limit && tp->snd_cwnd >= limit) {
+		tp->snd_cwnd = limit;
 		if (s) {
 			__sync_fetch_and_add(&s->acks_limited, 1);
 			if (ca->limited && ca->last_ack_ns && now > ca->last_ack_ns)
@@ -243,6 +327,7 @@ struct tcp_congestion_ops mgrp_bg = {
 	.release = (void *)mgrp_bg_release,
 	.ssthresh = (void *)mgrp_bg_ssthresh,
 	.cong_avoid = (void *)mgrp_bg_cong_avoid,
+	.pkts_acked = (void *)mgrp_bg_pkts_acked,
 	.undo_cwnd = (void *)mgrp_undo_cwnd,
 	.name = "mgrp_bg",
 };
@@ -261,25 +346,54 @@ void BPF_PROG(mgrp_fs_release, struct sock *sk)
 	count_close(MGRP_MODE_FS);
 }
 
+/* The flow's own estimate of what the path gives it: the largest delivery rate of the last
+ * 10–20 base RTTs (the kernel's rate sampler, as BBR's bandwidth filter). It needs no probe,
+ * so it holds where the agent's estimator cannot finish (heavy random loss). */
+static __always_inline __u64 fs_own_bps(struct mgrp_ca *ca, struct tcp_sock *tp, __u64 now,
+					__u32 base_us)
+{
+	__u64 bps = mgrp_delivery_bps(tp->rate_delivered, tp->rate_interval_us, tp->mss_cache);
+
+	if (now - ca->bw_slot_ns >= (__u64)base_us * 1000 * MGRP_FS_BW_SLOT_RTTS) {
+		ca->bw_prev = ca->bw_cur;
+		ca->bw_cur = 0;
+		ca->bw_slot_ns = now;
+	}
+	if (bps > ca->bw_cur)
+		ca->bw_cur = bps;
+	return ca->bw_cur > ca->bw_prev ? ca->bw_cur : ca->bw_prev;
+}
+
 SEC("struct_ops")
 void BPF_PROG(mgrp_fs_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct mgrp_path *p = fresh_path(sk, bpf_ktime_get_ns());
-	__u32 target = 0, inc;
+	struct mgrp_ca *ca = ca_of(sk);
+	__u64 now = bpf_ktime_get_ns();
+	struct mgrp_path *p = fresh_path(sk, now);
+	__u32 base = base_rtt_us(tp), target = 0, inc;
+	__u64 own = fs_own_bps(ca, tp, now, base), a;
 
+	count_own_bytes(sk, acked);
 	count_ack(MGRP_MODE_FS, sk, acked, !p);
 	if (!cwnd_limited(tp))
 		return;
-	/* Slow start is kept (seed: only congestion avoidance changes). */
+	/* Slow start is kept (seed: only congestion avoidance changes), but ends at the fresh
+	 * estimate's V rather than at the loss of up to a window past it. */
 	if (tp->snd_cwnd < tp->snd_ssthresh) {
-		acked = tcp_slow_start(tp, acked);
-		if (!acked)
-			return;
+		if (p)
+			tp->snd_ssthresh = mgrp_fs_ss_exit(
+				tp->snd_ssthresh, mgrp_fs_target(p->avail_bps, base, tp->mss_cache));
+		if (tp->snd_cwnd < tp->snd_ssthresh) {
+			acked = tcp_slow_start(tp, acked);
+			if (!acked)
+				return;
+		}
 	}
-	if (p)
-		target = mgrp_fs_target(p->avail_bps, srtt_us(tp), tp->mss_cache);
-	inc = mgrp_fs_increase(tp->snd_cwnd, target, p ? p->h : 1);
+	/* V from the larger of the agent's A and the flow's own delivery rate. */
+	a = p && p->avail_bps > own ? p->avail_bps : own;
+	target = mgrp_fs_target(a, base, tp->mss_cache);
+	inc = mgrp_fs_increase(tp->snd_cwnd, target, p ? p->h : MGRP_FS_DEFAULT_H);
 	tcp_cong_avoid_ai(tp, mgrp_ai_window(tp->snd_cwnd, inc), acked);
 }
 

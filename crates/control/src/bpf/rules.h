@@ -75,6 +75,95 @@ MGRP_INLINE __u32 mgrp_ai_window(__u32 cwnd, __u32 increase)
 	return w > 0 ? w : 1;
 }
 
+/* The RTT the modes size windows with: the path's minimum (no queueing in it), else the smoothed
+ * RTT before a minimum exists. A window of A·srtt grows with the queue the flow itself builds
+ * (rate = window/RTT stays at A however long the queue), one of A·min_rtt drains it. */
+MGRP_INLINE __u32 mgrp_base_rtt_us(__u32 min_rtt_us, __u32 srtt_us)
+{
+	if (min_rtt_us > 0 && (srtt_us == 0 || min_rtt_us <= srtt_us))
+		return min_rtt_us;
+	return srtt_us;
+}
+
+/* Queueing delay that counts as "a queue": max(1 ms, base RTT / 20), 2 ms at 40 ms. Below it
+ * an RTT sample is the path's own delay plus jitter. */
+MGRP_INLINE __u32 mgrp_queue_target_us(__u32 base_rtt_us)
+{
+	__u32 t = base_rtt_us / 20;
+	return t > 1000 ? t : 1000;
+}
+
+/* Background: the smallest window a limit may leave a flow (its ack clock needs two). */
+#define MGRP_BG_MIN_CWND 2
+
+/* Background: the lift, packets a capped flow's limit is moved from the estimate's cap (limit =
+ * cap + lift, at least 2), after one round (one base RTT) in which the smallest RTT sample was
+ * `round_min_rtt_us`:
+ *   a queue above the target all round long → limit − limit/8 (at least 1 packet): someone needs
+ *     the room (the lift goes below 0: the flow yields under the estimate's cap to a standing
+ *     queue it did not expect), or the flow found the path's edge. Twice the growth step, so
+ *     that at the edge the limit saws between it and 1/8 under it;
+ *   no queue and the flow at its limit → limit + limit/16 (at least 1): the path is empty, the
+ *     estimate is stale (the foreground left), and the flow finds the room before the next
+ *     estimate says so;
+ *   otherwise (not at the limit, no sample) → unchanged.
+ * The lift stays within [2 − cap, 2^20]. */
+MGRP_INLINE __s32 mgrp_bg_lift_next(__s32 lift, __u32 cap, __u32 round_min_rtt_us,
+				    __u32 base_rtt_us, int at_limit)
+{
+	__s64 limit = (__s64)cap + lift, next, step;
+	if (round_min_rtt_us == 0 || base_rtt_us == 0)
+		return lift;
+	if (limit < MGRP_BG_MIN_CWND)
+		limit = MGRP_BG_MIN_CWND;
+	if (round_min_rtt_us > base_rtt_us + mgrp_queue_target_us(base_rtt_us)) {
+		step = (__s64)((__u64)limit / 8);
+		next = limit - (step > 0 ? step : 1);
+	} else if (at_limit) {
+		step = (__s64)((__u64)limit / 16);
+		next = limit + (step > 0 ? step : 1);
+	} else {
+		return lift;
+	}
+	if (next < MGRP_BG_MIN_CWND)
+		next = MGRP_BG_MIN_CWND;
+	next -= cap;
+	return next > (1 << 20) ? (1 << 20) : (__s32)next;
+}
+
+/* Background: the window limit for a cap (0: none) and a lift. */
+MGRP_INLINE __u32 mgrp_bg_limit(__u32 cap, __s32 lift)
+{
+	__s64 l = (__s64)cap + lift;
+	if (cap == 0)
+		return 0;
+	if (l < MGRP_BG_MIN_CWND)
+		return MGRP_BG_MIN_CWND;
+	return l > 0xffffffffLL ? 0xffffffffU : (__u32)l;
+}
+
+/* A delivery-rate sample (packets delivered over an interval, as the kernel's rate sampler
+ * leaves them in tcp_sock) in bit/s; 0 when there is none. */
+MGRP_INLINE __u64 mgrp_delivery_bps(__u32 delivered_pkts, __u32 interval_us, __u32 mss)
+{
+	if (interval_us == 0 || delivered_pkts == 0 || mss == 0)
+		return 0;
+	return (__u64)delivered_pkts * mss * 8 * 1000000ULL / interval_us;
+}
+
+/* Full-speed: the slow-start threshold for a fresh estimate's V (packets): slow start ends at V
+ * instead of at the first loss (an A·RTT window fills the path; doubling past it only fills
+ * the queue and loses up to a window). Never raises a threshold a loss set lower; V = 0 leaves
+ * it. */
+MGRP_INLINE __u32 mgrp_fs_ss_exit(__u32 ssthresh, __u32 target)
+{
+	if (target == 0)
+		return ssthresh;
+	if (target < 2)
+		target = 2;
+	return ssthresh > target ? target : ssthresh;
+}
+
 /* LEDBAT (RFC 6817 §2.4.2): off_target = (TARGET − queuing_delay)/TARGET in thousandths,
  * clamped to [−1000, 1000] so that one RTT never takes more than one packet off the window
  * (the RFC leaves the decrease's bound to the implementation). */

@@ -11,6 +11,15 @@ __u32 mgrp_host_bg_max_cwnd(__u64 a, __u32 rtt, __u32 mss, __u32 g, __u32 thr, _
 __u32 mgrp_host_fs_target(__u64 a, __u32 rtt, __u32 mss) { return mgrp_fs_target(a, rtt, mss); }
 __u32 mgrp_host_fs_increase(__u32 cwnd, __u32 v, __u32 h) { return mgrp_fs_increase(cwnd, v, h); }
 __u32 mgrp_host_ai_window(__u32 cwnd, __u32 inc) { return mgrp_ai_window(cwnd, inc); }
+__u32 mgrp_host_base_rtt_us(__u32 m, __u32 s) { return mgrp_base_rtt_us(m, s); }
+__u32 mgrp_host_queue_target_us(__u32 b) { return mgrp_queue_target_us(b); }
+__s32 mgrp_host_bg_lift_next(__s32 lift, __u32 cap, __u32 rmin, __u32 base, int at)
+{
+	return mgrp_bg_lift_next(lift, cap, rmin, base, at);
+}
+__u32 mgrp_host_bg_limit(__u32 cap, __s32 lift) { return mgrp_bg_limit(cap, lift); }
+__u64 mgrp_host_delivery_bps(__u32 d, __u32 i, __u32 mss) { return mgrp_delivery_bps(d, i, mss); }
+__u32 mgrp_host_fs_ssthresh(__u32 s, __u32 v) { return mgrp_fs_ss_exit(s, v); }
 __s64 mgrp_host_ledbat_off_target_milli(__u32 qd, __u32 t)
 {
 	return mgrp_ledbat_off_target_milli(qd, t);
