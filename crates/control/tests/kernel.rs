@@ -109,13 +109,10 @@ fn cgroup_run_puts_a_commands_sockets_on_the_mode() {
     assert!(CgroupRun::new("bad name!").is_err());
 }
 
-/// On the testbed (20 Mbit/s, RTT ≈ 40 ms: the delay line delays the reverse path): a flow that got mgrp_bg from its route keeps cwnd
-/// at g·RTT·A/M for the A in the map, follows A when it changes, and falls back to Reno when the
-/// entry goes stale.
-#[test]
-fn cwnd_follows_the_estimate_in_the_map() {
+/// A 20 Mbit/s testbed path with RTT ≈ 40 ms (the delay line delays the reverse path),
+/// `mgrp_bg` loaded, and the receiver's address.
+fn background_rig() -> (mgrp_testbed::Testbed, Controls, IpAddr) {
     use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
-    let Some(_k) = serial() else { return };
     let tb = Testbed::up(
         TestbedConfig {
             capacity_bps: 20_000_000,
@@ -126,7 +123,17 @@ fn cwnd_follows_the_estimate_in_the_map() {
     )
     .unwrap();
     let c = Controls::load(&[Mode::Background]).unwrap();
-    let rcv: IpAddr = Role::Rcv.addr().parse().unwrap();
+    (tb, c, Role::Rcv.addr().parse().unwrap())
+}
+
+/// On the testbed (20 Mbit/s, RTT ≈ 40 ms: the delay line delays the reverse path): a flow that got mgrp_bg from its route keeps cwnd
+/// at g·RTT·A/M for the A in the map, follows A when it changes, and falls back to Reno when the
+/// entry goes stale.
+#[test]
+fn cwnd_follows_the_estimate_in_the_map() {
+    use mgrp_testbed::Role;
+    let Some(_k) = serial() else { return };
+    let (tb, c, rcv) = background_rig();
     // Attach by route: no socket option in the sender.
     let snd = tb.ns(Role::Snd);
     route_to_rcv(&snd, &["congctl", "mgrp_bg"]);
@@ -319,19 +326,8 @@ fn full_speed_grows_toward_v_where_reno_crawls() {
 /// against the testbed's measured capacity; the same flow with `probe = false` stays at the cap.
 #[test]
 fn the_cap_lifts_on_an_empty_path() {
-    use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
     let Some(_k) = serial() else { return };
-    let tb = Testbed::up(
-        TestbedConfig {
-            capacity_bps: 20_000_000,
-            delay: Some(Duration::from_millis(40)),
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .unwrap();
-    let c = Controls::load(&[Mode::Background]).unwrap();
-    let rcv: IpAddr = Role::Rcv.addr().parse().unwrap();
+    let (tb, c, rcv) = background_rig();
     let capacity = tb.capacity().bps();
     let run = |probe: bool, port: u16| {
         let params = PathParams {

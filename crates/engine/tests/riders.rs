@@ -64,6 +64,20 @@ fn sender(tb: &Testbed, opt_in: OptIn) -> Arc<RiderSender> {
     .unwrap()
 }
 
+/// A session to rcv's agent whose trains carry the host's opted-in packets as riders (its
+/// own control traffic marked to bypass the shim).
+fn rider_session(r: Arc<mgrp_engine::riders::RiderSender>) -> Session {
+    Session::connect_marked(
+        listen(),
+        &key(),
+        Arc::new(Pacer::spawn().unwrap()),
+        Duration::from_secs(3),
+        Some(mgrp_shim::BYPASS_MARK),
+    )
+    .unwrap()
+    .with_riders(r)
+}
+
 #[test]
 fn a_tcp_transfer_rides_in_probes_intact_under_loss() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -93,16 +107,7 @@ fn a_tcp_transfer_rides_in_probes_intact_under_loss() {
     let stop = Arc::new(AtomicBool::new(false));
     let (st, r) = (stop.clone(), riders.clone());
     let prober = spawn_in(&tb.ns(Role::Snd), "prober", move || {
-        let pacer = Arc::new(Pacer::spawn().unwrap());
-        let mut s = Session::connect_marked(
-            listen(),
-            &key(),
-            pacer,
-            Duration::from_secs(3),
-            Some(mgrp_shim::BYPASS_MARK),
-        )
-        .unwrap()
-        .with_riders(r);
+        let mut s = rider_session(r);
         let mut trains = 0;
         // Large probes (whole small segments fit) and small ones (segments are fragmented).
         let specs = [
@@ -481,16 +486,7 @@ fn elastic_trains_shed_probe_only_bytes_beside_a_4_mbit_flow() {
     std::thread::sleep(Duration::from_millis(500));
     let (st, r) = (stop.clone(), riders.clone());
     let prober = spawn_in(&tb.ns(Role::Snd), "prober", move || {
-        let pacer = Arc::new(Pacer::spawn().unwrap());
-        let mut s = Session::connect_marked(
-            listen(),
-            &key(),
-            pacer,
-            Duration::from_secs(3),
-            Some(mgrp_shim::BYPASS_MARK),
-        )
-        .unwrap()
-        .with_riders(r);
+        let mut s = rider_session(r);
         let mut asked = 0u64;
         let mut i = 0usize;
         while !st.load(Ordering::Relaxed) && i < 2000 {
