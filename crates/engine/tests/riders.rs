@@ -49,11 +49,18 @@ fn receiver(tb: &Testbed) -> Agent {
 }
 
 fn sender(tb: &Testbed, opt_in: OptIn) -> Arc<RiderSender> {
-    spawn_in(&tb.ns(Role::Snd), "riders", move || {
-        let cfg = RiderConfig {
+    sender_with(
+        tb,
+        RiderConfig {
             opt_in: vec![opt_in],
             ..RiderConfig::default()
-        };
+        },
+    )
+}
+
+/// The host's rider sender in snd, configured by `cfg`.
+fn sender_with(tb: &Testbed, cfg: RiderConfig) -> Arc<RiderSender> {
+    spawn_in(&tb.ns(Role::Snd), "riders", move || {
         Ok(Arc::new(
             RiderSender::start(&cfg, key()).expect("riders start"),
         ))
@@ -440,20 +447,14 @@ fn elastic_trains_shed_probe_only_bytes_beside_a_4_mbit_flow() {
     )
     .unwrap();
     let _agent = receiver(&tb);
-    let riders = spawn_in(&tb.ns(Role::Snd), "riders", || {
-        let cfg = RiderConfig {
+    let riders = sender_with(
+        &tb,
+        RiderConfig {
             opt_in: vec![OptIn::TcpPort(6003)],
             elastic: Some(mgrp_engine::riders::ElasticConfig::default()),
             ..RiderConfig::default()
-        };
-        Ok(Arc::new(
-            RiderSender::start(&cfg, key()).expect("riders start"),
-        ))
-    })
-    .unwrap()
-    .join()
-    .unwrap()
-    .unwrap();
+        },
+    );
     let server = spawn_in(&tb.ns(Role::Rcv), "server", || {
         let l = TcpListener::bind("0.0.0.0:6003").unwrap();
         let (mut c, _) = l.accept().unwrap();
