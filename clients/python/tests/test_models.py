@@ -53,6 +53,14 @@ def test_record_from_json_and_time():
     assert r.time.tzinfo is UTC
 
 
+def test_record_time_scale_is_optional():
+    assert Record.from_json(rec()).timescale_ms is None
+    r = Record.from_json(rec(timescale_ms=912))
+    assert r.timescale_ms == 912.0 and r.to_dict()["timescale_ms"] == 912.0
+    with pytest.raises(ProtocolError, match="timescale_ms"):
+        Record.from_json(rec(timescale_ms="1s"))
+
+
 def test_record_integers_where_floats_are_expected():
     r = Record.from_json(rec(value=0, low=0, high=1))
     assert isinstance(r.value, float) and r.high == 1.0

@@ -489,6 +489,8 @@
     if (r.trains) q.push(`${r.trains} trains`);
     if (r.source !== 'active') q.push(esc(r.source));
     q.push(`conf ${Number(r.confidence).toFixed(2)}`);
+    // The time scale the value holds over (seed 001 §4), when the method states one.
+    if (r.timescale_ms != null) q.push(`over ${num(Number(r.timescale_ms))} ms`);
     if (!r.final) q.push('<span class="rough">rough</span>');
     q.push(ago(r.t_ns));
     el.querySelector('.quality').innerHTML = q.join(' · ');

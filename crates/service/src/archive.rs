@@ -151,6 +151,7 @@ mod tests {
             confidence: 1.0,
             elapsed_s: 0.0,
             final_: true,
+            timescale_ms: None,
         }
     }
 

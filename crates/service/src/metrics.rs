@@ -154,6 +154,11 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, RenderError> {
         "estimate_confidence",
         "Confidence of the newest estimate, 0..1",
     );
+    let scale = gauge(
+        &mut reg,
+        "estimate_timescale_seconds",
+        "Time scale the newest estimate holds over (absent when its method states none)",
+    );
     let age = gauge(
         &mut reg,
         "estimate_age_seconds",
@@ -185,6 +190,9 @@ pub fn render(hub: &Hub, now_ns: u64) -> Result<String, RenderError> {
         low.get_or_create(&l).set(r.low);
         high.get_or_create(&l).set(r.high);
         conf.get_or_create(&l).set(r.confidence);
+        if let Some(ms) = r.timescale_ms {
+            scale.get_or_create(&l).set(ms / 1e3);
+        }
         age.get_or_create(&l)
             .set(now_ns.saturating_sub(r.t_ns) as f64 / 1e9);
         bytes.get_or_create(&l).set(r.probe_bytes as f64);
@@ -381,5 +389,38 @@ mod tests {
         ] {
             assert!(text.contains(&want), "{want} not in\n{text}");
         }
+    }
+
+    #[test]
+    fn the_time_scale_is_exported_only_where_stated() {
+        let h = hub();
+        let rec = |metric: &str, timescale_ms| Record {
+            path: "a->b".into(),
+            metric: metric.into(),
+            t_ns: 1,
+            value: 5e6,
+            low: 4e6,
+            high: 6e6,
+            method: "auto".into(),
+            source: "active".into(),
+            probe_bytes: 1,
+            trains: 1,
+            confidence: 0.8,
+            elapsed_s: 0.5,
+            final_: true,
+            timescale_ms,
+        };
+        h.store
+            .lock()
+            .unwrap()
+            .insert(&[rec("avail_bw", Some(912.0)), rec("capacity", None)])
+            .unwrap();
+        let text = render(&h, 0).unwrap();
+        let want = "mgrp_estimate_timescale_seconds{path=\"a->b\",metric=\"avail_bw\"} 0.912";
+        assert!(text.contains(want), "{want} not in\n{text}");
+        assert!(
+            !text.contains("mgrp_estimate_timescale_seconds{path=\"a->b\",metric=\"capacity\"}"),
+            "{text}"
+        );
     }
 }

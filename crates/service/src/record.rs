@@ -37,6 +37,7 @@ pub fn record(
         confidence: quality.confidence,
         elapsed_s: quality.elapsed_s,
         final_,
+        timescale_ms: quality.timescale_ms,
     }
 }
 
@@ -114,7 +115,7 @@ mod tests {
                 probe_bytes: 1234,
                 trains: 11,
                 confidence: 0.8,
-                timescale_ms: None,
+                timescale_ms: Some(640.0),
             },
         };
         let r = from_estimate(at(), &e);
@@ -133,6 +134,7 @@ mod tests {
             ("chirp", 1234, 11)
         );
         assert_eq!((r.confidence, r.elapsed_s, r.final_), (0.8, 1.5, false));
+        assert_eq!(r.timescale_ms, Some(640.0));
     }
 
     #[test]

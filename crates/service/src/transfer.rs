@@ -726,6 +726,7 @@ mod tests {
             confidence: 1.0,
             elapsed_s,
             final_: true,
+            timescale_ms: None,
         }
     }
 

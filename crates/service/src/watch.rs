@@ -172,6 +172,7 @@ mod tests {
             confidence: 1.0,
             elapsed_s: 0.1,
             final_: true,
+            timescale_ms: None,
         }
     }
 

@@ -26,6 +26,7 @@ fn hub(token: Option<&str>) -> Arc<Hub> {
             confidence: 1.0,
             elapsed_s: 0.5,
             final_: true,
+            timescale_ms: None,
         })
         .collect();
     s.insert(&recs).unwrap();

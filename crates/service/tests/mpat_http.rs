@@ -107,6 +107,7 @@ fn rec(path: &str, metric: &str, value: f64) -> Record {
         confidence: 1.0,
         elapsed_s: 1.0,
         final_: true,
+        timescale_ms: None,
     }
 }
 

@@ -45,8 +45,11 @@ CREATE TABLE IF NOT EXISTS mgrp_estimates (
     value DOUBLE PRECISION NOT NULL, low DOUBLE PRECISION NOT NULL,
     high DOUBLE PRECISION NOT NULL, method TEXT NOT NULL, source TEXT NOT NULL,
     probe_bytes BIGINT NOT NULL, trains BIGINT NOT NULL, confidence DOUBLE PRECISION NOT NULL,
-    elapsed_s DOUBLE PRECISION NOT NULL, final BOOLEAN NOT NULL
+    elapsed_s DOUBLE PRECISION NOT NULL, final BOOLEAN NOT NULL,
+    timescale_ms DOUBLE PRECISION
 );
+-- Tables made before estimates stated their time scale (old rows read back as None).
+ALTER TABLE mgrp_estimates ADD COLUMN IF NOT EXISTS timescale_ms DOUBLE PRECISION;
 CREATE INDEX IF NOT EXISTS mgrp_estimates_by_path ON mgrp_estimates (path, metric, t_ns);
 CREATE TABLE IF NOT EXISTS mgrp_aggregates (
     scale_s BIGINT NOT NULL, path TEXT COLLATE "C" NOT NULL, metric TEXT COLLATE "C" NOT NULL,
@@ -67,7 +70,7 @@ CREATE TABLE IF NOT EXISTS mgrp_queries (
 "#;
 
 const COLUMNS: &str = "path, metric, t_ns, value, low, high, method, source, probe_bytes, \
-                       trains, confidence, elapsed_s, final";
+                       trains, confidence, elapsed_s, final, timescale_ms";
 
 /// Raw rows a question may read, as the SQLite store caps them.
 const RAW_LIMIT: i64 = 1_000_000;
@@ -197,7 +200,7 @@ impl Statements {
                 "INSERT INTO mgrp_estimates ({COLUMNS})
                  SELECT * FROM UNNEST($1::text[], $2::text[], $3::int8[], $4::float8[],
                    $5::float8[], $6::float8[], $7::text[], $8::text[], $9::int8[], $10::int8[],
-                   $11::float8[], $12::float8[], $13::bool[])"
+                   $11::float8[], $12::float8[], $13::bool[], $14::float8[])"
             ))?,
             // ON CONFLICT is atomic against concurrent writers (no lost update); the keys come
             // sorted, so two writers lock shared buckets in the same order and cannot deadlock.
@@ -309,6 +312,7 @@ impl EstimateStore for PgStore {
                     &col(rs(), |r| r.confidence),
                     &col(rs(), |r| r.elapsed_s),
                     &col(rs(), |r| r.final_),
+                    &col(rs(), |r| r.timescale_ms),
                 ],
             )?;
             tx.execute(
@@ -538,6 +542,7 @@ fn record(r: &Row) -> Result<Record, postgres::Error> {
         confidence: r.try_get(10)?,
         elapsed_s: r.try_get(11)?,
         final_: r.try_get(12)?,
+        timescale_ms: r.try_get(13)?,
     })
 }
 

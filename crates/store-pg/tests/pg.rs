@@ -226,6 +226,7 @@ fn random_record(rng: &mut StdRng, path: &str, metric: &str, t_ns: u64) -> Recor
         confidence: rng.random(),
         elapsed_s: rng.random_range(0.0..10.0),
         final_: rng.random(),
+        timescale_ms: rng.random::<bool>().then(|| rng.random_range(50.0..5000.0)),
     }
 }
 

@@ -56,6 +56,7 @@ pub fn rec(path: &str, metric: &str, t_ns: u64, value: f64) -> Record {
         confidence: 1.0,
         elapsed_s: 0.5,
         final_: true,
+        timescale_ms: None,
     }
 }
 
@@ -394,6 +395,11 @@ pub fn bad_input_is_refused_whole(make: Make<'_>) {
     assert!(is_bad(s.insert(&[rec("a->b", &"m".repeat(65), 1, 1.0)])));
     assert!(is_bad(s.insert(&[rec("a->b", "x", 1, f64::INFINITY)])));
     assert!(is_bad(s.insert(&[rec("a->b", "x", u64::MAX, 1.0)])));
+    for t in [f64::NAN, -1.0, f64::INFINITY] {
+        let mut r = rec("a->b", "x", 1, 1.0);
+        r.timescale_ms = Some(t);
+        assert!(is_bad(s.insert(&[r])), "timescale_ms {t}");
+    }
     for (step, count) in [
         (Duration::from_millis(1500), 10),
         (Duration::from_secs(1), 0),
@@ -446,8 +452,12 @@ pub fn round_trips_every_field(make: Make<'_>) {
     r.confidence = 0.125;
     r.elapsed_s = 1e-9;
     r.final_ = false;
-    s.insert(std::slice::from_ref(&r)).unwrap();
+    r.timescale_ms = Some(912.5);
+    // A record that states no time scale keeps saying so.
+    let none = rec("x->y", "rtt", 5, 0.04);
+    s.insert(&[r.clone(), none.clone()]).unwrap();
     assert_eq!(s.latest("x->y", "loss").unwrap(), Some(r));
+    assert_eq!(s.latest("x->y", "rtt").unwrap(), Some(none));
 }
 
 /// Maps: the newest of each coordinator comes back whole, the history is bounded, bad maps are

@@ -140,6 +140,9 @@ pub fn check_record(r: &Record) -> Result<(), Error> {
     if r.t_ns > i64::MAX as u64 {
         return bad("time out of range");
     }
+    if r.timescale_ms.is_some_and(|t| !t.is_finite() || t < 0.0) {
+        return bad("timescale_ms must be finite and not negative");
+    }
     Ok(())
 }
 
@@ -247,6 +250,10 @@ pub struct Record {
     /// False for a rough early estimate that a later one of the same measurement refines.
     #[serde(rename = "final")]
     pub final_: bool,
+    /// The time scale the value holds over, ms (seed 001 §4): the span the measurement's
+    /// streams covered. `None` for methods that do not state one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timescale_ms: Option<f64>,
 }
 
 /// One step of a time-scale answer.
@@ -296,7 +303,8 @@ CREATE TABLE IF NOT EXISTS estimates (
     value REAL NOT NULL, low REAL NOT NULL, high REAL NOT NULL,
     method TEXT NOT NULL, source TEXT NOT NULL,
     probe_bytes INTEGER NOT NULL, trains INTEGER NOT NULL,
-    confidence REAL NOT NULL, elapsed_s REAL NOT NULL, final INTEGER NOT NULL
+    confidence REAL NOT NULL, elapsed_s REAL NOT NULL, final INTEGER NOT NULL,
+    timescale_ms REAL
 );
 CREATE INDEX IF NOT EXISTS estimates_by_path ON estimates (path, metric, t_ns);
 CREATE TABLE IF NOT EXISTS aggregates (
@@ -346,6 +354,7 @@ impl Store {
         )?;
         db.busy_timeout(Duration::from_secs(5))?;
         db.execute_batch(SCHEMA)?;
+        add_timescale_column(&db)?;
         let horizon_ns: u64 = db
             .query_row("SELECT value FROM meta WHERE key = 'horizon_ns'", [], |r| {
                 r.get::<_, i64>(0)
@@ -370,8 +379,8 @@ impl EstimateStore for Store {
         {
             let mut row = tx.prepare_cached(
                 "INSERT INTO estimates (path, metric, t_ns, value, low, high, method, source,
-                 probe_bytes, trains, confidence, elapsed_s, final)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 probe_bytes, trains, confidence, elapsed_s, final, timescale_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )?;
             let mut agg = tx.prepare_cached(
                 "INSERT INTO aggregates (scale_s, path, metric, bucket, n, sum, min, max, last_t, last)
@@ -396,7 +405,8 @@ impl EstimateStore for Store {
                     r.trains,
                     r.confidence,
                     r.elapsed_s,
-                    r.final_ as i64
+                    r.final_ as i64,
+                    r.timescale_ms
                 ])?;
                 for s in SCALES {
                     let bucket = (r.t_ns / (s * 1_000_000_000)) as i64;
@@ -426,7 +436,7 @@ impl EstimateStore for Store {
     ) -> Result<Vec<Record>, Error> {
         let mut q = self.db.prepare_cached(
             "SELECT path, metric, t_ns, value, low, high, method, source, probe_bytes, trains,
-                    confidence, elapsed_s, final
+                    confidence, elapsed_s, final, timescale_ms
              FROM estimates WHERE path = ?1 AND metric = ?2 AND t_ns >= ?3 AND t_ns < ?4
              ORDER BY t_ns LIMIT ?5",
         )?;
@@ -447,7 +457,7 @@ impl EstimateStore for Store {
     fn latest(&self, path: &str, metric: &str) -> Result<Option<Record>, Error> {
         let mut q = self.db.prepare_cached(
             "SELECT path, metric, t_ns, value, low, high, method, source, probe_bytes, trains,
-                    confidence, elapsed_s, final
+                    confidence, elapsed_s, final, timescale_ms
              FROM estimates WHERE path = ?1 AND metric = ?2 AND t_ns =
                (SELECT MAX(t_ns) FROM estimates WHERE path = ?1 AND metric = ?2)
              ORDER BY id LIMIT 1",
@@ -627,7 +637,7 @@ fn create_private(path: &Path) -> Result<(), Error> {
 }
 
 /// A row of `SELECT path, metric, t_ns, value, low, high, method, source, probe_bytes, trains,
-/// confidence, elapsed_s, final`.
+/// confidence, elapsed_s, final, timescale_ms`.
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
     Ok(Record {
         path: r.get(0)?,
@@ -643,7 +653,20 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
         confidence: r.get(10)?,
         elapsed_s: r.get(11)?,
         final_: r.get::<_, i64>(12)? != 0,
+        timescale_ms: r.get(13)?,
     })
+}
+
+/// Stores made before estimates stated their time scale lack the column: add it (rows already
+/// there keep NULL, which reads back as `None`).
+fn add_timescale_column(db: &Connection) -> Result<(), Error> {
+    let has: bool = db
+        .prepare("SELECT 1 FROM pragma_table_info('estimates') WHERE name = 'timescale_ms'")?
+        .exists([])?;
+    if !has {
+        db.execute_batch("ALTER TABLE estimates ADD COLUMN timescale_ms REAL")?;
+    }
+    Ok(())
 }
 
 fn clamp_i64(x: u64) -> i64 {

@@ -22,6 +22,7 @@ fn rec(i: u64) -> Record {
         confidence: 1.0,
         elapsed_s: 0.1,
         final_: true,
+        timescale_ms: Some(i as f64),
     }
 }
 

@@ -180,6 +180,7 @@ RECORD_COLUMNS = (
     "confidence",
     "elapsed_s",
     "final",
+    "timescale_ms",
 )
 
 
@@ -187,7 +188,9 @@ RECORD_COLUMNS = (
 class Record:
     """One estimate with its quality tuple. Units: ``avail_bw``/``capacity`` bit/s, ``rtt``
     seconds, ``loss`` a fraction (0..1). ``low``..``high`` is the range; ``final`` is False
-    for a rough early estimate that a later one of the same measurement refines."""
+    for a rough early estimate that a later one of the same measurement refines.
+    ``timescale_ms`` is the time scale the value holds over (the span its streams covered),
+    None for methods that do not state one."""
 
     path: str
     metric: str
@@ -202,6 +205,7 @@ class Record:
     confidence: float
     elapsed_s: float
     final: bool
+    timescale_ms: Optional[float] = None
 
     @classmethod
     def from_json(cls, v: Any) -> "Record":
@@ -221,6 +225,7 @@ class Record:
             confidence=_float(d, "confidence", w),
             elapsed_s=_float(d, "elapsed_s", w),
             final=_bool(d, "final", w),
+            timescale_ms=_opt_float(d, "timescale_ms", w),
         )
 
     @property
@@ -249,6 +254,7 @@ class Record:
             "confidence": self.confidence,
             "elapsed_s": self.elapsed_s,
             "final": self.final,
+            "timescale_ms": self.timescale_ms,
         }
 
 
