@@ -1,7 +1,7 @@
 //! `mgrp bench medianet`: the MediaNet streams (`examples/medianet`) under PEAKS cross traffic
 //! per configuration (run by `mgrp_lab::medianet_bench`); here the arguments and the tables.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use mgrp_lab::medianet_bench::{Ci, MedianetConfig, Report, CONFIGS, SEED_TABLE3};
 use std::path::PathBuf;
@@ -26,9 +26,27 @@ pub struct MedianetBench {
     /// Write medianet.json and medianet.md (the tables) into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Run nothing: pool the runs of saved reports (medianet.json files of the same scenario,
+    /// e.g. configurations run side by side) and print their tables.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["runs", "duration", "configs", "hold_ms"])]
+    merge: Option<Vec<PathBuf>>,
 }
 
 pub fn run(a: MedianetBench) -> Result<()> {
+    if let Some(files) = &a.merge {
+        let docs = files
+            .iter()
+            .map(|f| {
+                std::fs::read_to_string(f)
+                    .map(|t| (f.display().to_string(), t))
+                    .with_context(|| format!("reading {}", f.display()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let report = mgrp_lab::medianet_bench::merge(&docs)?;
+        let json = serde_json::to_string_pretty(&report)?;
+        let text = tables(&report).join("\n");
+        return crate::output::emit_bench(a.out.as_deref(), "medianet", &json, &text, a.json);
+    }
     let cfg = MedianetConfig {
         configs: a
             .configs

@@ -28,7 +28,7 @@ use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::truth::{Truth, TruthSampler};
 use mgrp_testbed::CrossPattern;
 use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,7 +66,7 @@ pub const PEAKS: [(f64, f64); 7] = [
     (4.0, 50.0),
 ];
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MedianetConfig {
     pub configs: Vec<String>,
     pub runs: usize,
@@ -143,7 +143,7 @@ impl MedianetConfig {
 }
 
 /// One run of one configuration.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRow {
     pub config: String,
     pub run: usize,
@@ -179,7 +179,7 @@ pub struct RunRow {
     pub wren_trains: Option<[u64; 4]>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Second {
     pub t_s: f64,
     pub truth_mbit: Option<f64>,
@@ -280,15 +280,82 @@ pub fn run(cfg: &MedianetConfig, hooks: Hooks) -> Result<Report> {
             runs.push(one_run(cfg, c, r, hooks)?);
         }
     }
-    let summary = cfg.configs.iter().map(|c| summarise(c, &runs)).collect();
+    Ok(report(cfg.clone(), runs))
+}
+
+fn report(config: MedianetConfig, runs: Vec<RunRow>) -> Report {
+    let summary = config.configs.iter().map(|c| summarise(c, &runs)).collect();
     let targets = targets(&runs);
-    Ok(Report {
-        config: cfg.clone(),
-        peaks: cfg.peaks_pattern(),
+    Report {
+        peaks: config.peaks_pattern(),
+        config,
         runs,
         summary,
         targets,
-    })
+    }
+}
+
+/// What a saved report (`medianet.json`) holds that a merge needs.
+#[derive(Deserialize)]
+struct Saved {
+    config: MedianetConfig,
+    runs: Vec<RunRow>,
+}
+
+/// One report from the runs of several saved ones (`medianet.json` documents, e.g. the
+/// configurations run by two processes side by side, or on two days): the runs are pooled per
+/// configuration and the summary and targets recomputed. The runs must share the scenario
+/// (capacity, RTT, duration, riders' T and ratio, playout, schedule).
+pub fn merge(docs: &[(String, String)]) -> Result<Report> {
+    let mut merged: Option<(MedianetConfig, String)> = None;
+    let mut runs = Vec::new();
+    for (name, text) in docs {
+        let s: Saved = serde_json::from_str(text)
+            .map_err(|e| Error::Config(format!("{name}: not a medianet report: {e}")))?;
+        s.config.check()?;
+        let scenario = |c: &MedianetConfig| {
+            format!(
+                "C {} Mbit/s, delay {} ms, {} s, T {} ms, ratio {}, playout {} ms, every {} s",
+                c.capacity_mbit,
+                c.delay_ms,
+                c.duration_s,
+                c.hold_ms,
+                c.rider_ratio,
+                c.playout_ms,
+                c.every_s
+            )
+        };
+        match &mut merged {
+            None => merged = Some((s.config.clone(), name.clone())),
+            Some((cfg, first)) => {
+                ensure(
+                    scenario(cfg) == scenario(&s.config),
+                    &format!(
+                        "{name} ran another scenario than {first}: {} vs {}",
+                        scenario(&s.config),
+                        scenario(cfg)
+                    ),
+                )?;
+                for c in &s.config.configs {
+                    if !cfg.configs.contains(c) {
+                        cfg.configs.push(c.clone());
+                    }
+                }
+            }
+        }
+        runs.extend(s.runs);
+    }
+    let (mut cfg, _) = merged.ok_or_else(|| Error::Config("nothing to merge".into()))?;
+    // In the order the tables list them, whatever order the files came in.
+    cfg.configs
+        .sort_by_key(|c| CONFIGS.iter().position(|k| k == c).unwrap_or(usize::MAX));
+    cfg.runs = cfg
+        .configs
+        .iter()
+        .map(|c| runs.iter().filter(|r| &r.config == c).count())
+        .max()
+        .unwrap_or(0);
+    Ok(report(cfg, runs))
 }
 
 fn summarise(config: &str, runs: &[RunRow]) -> Summary {
@@ -816,5 +883,80 @@ mod tests {
         // sd 1, n 3: 4.303 / √3.
         assert!((c.half.unwrap() - 4.303 / 3f64.sqrt()).abs() < 1e-9);
         assert!(ci(&[5.0]).unwrap().half.is_none());
+    }
+
+    fn row(config: &str, run: usize, fps: f64) -> RunRow {
+        RunRow {
+            config: config.into(),
+            run,
+            seconds: 300.0,
+            capacity_measured_mbit: 9.6,
+            decoded_mbit: fps / 30.0,
+            fps,
+            intended_frames: 27_000,
+            decoded_frames: (fps * 300.0) as u64,
+            bad_frame_ratio: 0.05,
+            level_switches: 10,
+            probe_bytes: 0,
+            measurements: 0,
+            estimates: 0,
+            time_to_full_s: vec![Some(2.0), None],
+            sender_error: None,
+            agent_client: [0; 6],
+            late_frames: 0,
+            broken_frames: 0,
+            dropped_behind: 0,
+            dropped_late: 0,
+            timeline: vec![sec(0.0, 5.0, true)],
+            wren_trains: None,
+        }
+    }
+
+    fn saved(configs: &[&str], rows: Vec<RunRow>, cfg: MedianetConfig) -> String {
+        let cfg = MedianetConfig {
+            configs: configs.iter().map(|s| s.to_string()).collect(),
+            ..cfg
+        };
+        serde_json::to_string(&report(cfg, rows)).unwrap()
+    }
+
+    #[test]
+    fn saved_reports_merge_into_one_and_other_scenarios_are_refused() {
+        let base = MedianetConfig {
+            runs: 2,
+            duration_s: 300.0,
+            ..MedianetConfig::default()
+        };
+        let a = saved(
+            &["pfast", "passive"],
+            vec![
+                row("pfast", 0, 40.0),
+                row("passive", 0, 20.0),
+                row("pfast", 1, 50.0),
+            ],
+            base.clone(),
+        );
+        let b = saved(&["oracle"], vec![row("oracle", 0, 60.0)], base.clone());
+        let m = merge(&[("a".into(), a.clone()), ("b".into(), b)]).unwrap();
+        // The tables' order, the runs pooled, the summary and targets recomputed.
+        assert_eq!(m.config.configs, ["passive", "pfast", "oracle"]);
+        assert_eq!((m.runs.len(), m.config.runs), (4, 2));
+        let pfast = m.summary.iter().find(|s| s.config == "pfast").unwrap();
+        assert_eq!((pfast.runs, pfast.fps.as_ref().unwrap().mean), (2, 45.0));
+        assert!(m.targets.iter().any(|t| t.met.is_some()), "{:?}", m.targets);
+        // Another duration is another scenario.
+        let other = saved(
+            &["oracle"],
+            vec![row("oracle", 0, 60.0)],
+            MedianetConfig {
+                duration_s: 240.0,
+                ..base
+            },
+        );
+        let e = merge(&[("a".into(), a), ("c".into(), other)]).unwrap_err();
+        assert!(e.to_string().contains("another scenario"), "{e}");
+        let e = merge(&[("junk".into(), "{}".into())]).unwrap_err();
+        assert!(e.to_string().contains("junk: not a medianet report"), "{e}");
+        assert!(merge(&[]).is_err());
     }
 }

@@ -7,7 +7,7 @@
 //! (I or P) three slots before it, a B on the anchor before it (no B is a reference). Frames go
 //! out in display order, so a frame's dependency always travels before it on the same stream.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Frame slots per second.
 pub const SLOTS_PER_S: u64 = 30;
@@ -74,7 +74,7 @@ pub fn depends_on(index: u64) -> Option<u64> {
 }
 
 /// The level a stream is sent at: which frame kinds it carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
     /// I frames only: 216 kbit/s, 2 fps.
