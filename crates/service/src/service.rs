@@ -85,6 +85,7 @@ fn start_riders(
             opt_in: cfg.opt_in.clone(),
             hold: cfg.hold,
             ratio: cfg.ratio,
+            elastic: cfg.elastic,
             ..Default::default()
         },
         key.clone(),

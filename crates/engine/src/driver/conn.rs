@@ -17,6 +17,9 @@ pub enum ReadError {
     Io(std::io::Error),
 }
 
+/// Ethernet (14) + IPv4 (20) + TCP with the timestamp option (32) bytes of a segment.
+pub const TCP_FRAME_OVERHEAD: u64 = 66;
+
 pub struct Conn {
     pub stream: TcpStream,
     pub peer: String,
@@ -39,6 +42,14 @@ impl Conn {
 
     /// The kernel's smoothed round-trip time of this connection and its mean deviation
     /// (`TCP_INFO`): an RTT measurement that costs no packets of its own.
+    /// Bytes this end of the connection put on the wire so far, as a link's counters see them:
+    /// the payload the peer acknowledged plus Ethernet/IP/TCP headers (with timestamps) of every
+    /// segment sent, pure ACKs included (`TCP_INFO`'s `bytes_acked` and `segs_out`).
+    pub fn wire_bytes_sent(&self) -> Option<u64> {
+        let info = crate::sock::tcp_info(&self.stream).ok()?;
+        Some(info.tcpi_bytes_acked + u64::from(info.tcpi_segs_out) * TCP_FRAME_OVERHEAD)
+    }
+
     pub fn tcp_rtt(&self) -> Option<(Duration, Duration)> {
         let info = crate::sock::tcp_info(&self.stream).ok()?;
         (info.tcpi_rtt > 0).then(|| {
