@@ -878,11 +878,15 @@ mod tests {
     }
 
     fn run(c: f64, cross: &str, seed: u64, horizon_s: u64) -> Run {
+        run_with(c, cross, seed, horizon_s, TrackParams::default())
+    }
+
+    fn run_with(c: f64, cross: &str, seed: u64, horizon_s: u64, tp: TrackParams) -> Run {
         let mut p = path(c, cross, seed);
         p.idle_until(S / 2);
         let mut t = Tracker::new(TrackParams {
             capacity_bps: Some(c),
-            ..TrackParams::default()
+            ..tp
         })
         .unwrap();
         let out = drive(&mut t, &mut p, horizon_s * S);
@@ -1073,6 +1077,39 @@ mod tests {
                 e[n - 1],
                 r.stats
             );
+        }
+    }
+
+    /// What sets the error on a steady path: the margin (the hold's ± resolution) against the
+    /// check rate it costs. Prints pooled median / p90 over 3 seeds, 80 s each.
+    #[test]
+    #[ignore]
+    fn study_margin() {
+        for margin in [0.05, 0.04, 0.035, 0.025] {
+            for (c, cross) in [
+                (20e6, "poisson:10mbit,size=1000"),
+                (20e6, "cbr:10mbit,size=1000"),
+                (100e6, "poisson:50mbit,size=1000"),
+            ] {
+                let mut errs = Vec::new();
+                let mut rounds = 0;
+                for seed in 1..=3 {
+                    let tp = TrackParams {
+                        margin,
+                        ..TrackParams::default()
+                    };
+                    let r = run_with(c, cross, seed, 80, tp);
+                    rounds += r.stats.rounds;
+                    errs.extend(r.held.iter().map(|(_, e, t)| rel(e, *t, c)));
+                }
+                errs.sort_by(f64::total_cmp);
+                let n = errs.len();
+                eprintln!(
+                    "margin {margin} {c:e} {cross}: median {:.3} p90 {:.3} n {n} rounds {rounds}",
+                    errs[n / 2],
+                    errs[n * 9 / 10]
+                );
+            }
         }
     }
 

@@ -86,7 +86,6 @@ fn start_riders(
             hold: cfg.hold,
             ratio: cfg.ratio,
             elastic: cfg.elastic,
-            ..Default::default()
         },
         key.clone(),
     )?);
