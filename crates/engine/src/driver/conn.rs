@@ -133,3 +133,40 @@ impl ClientConn {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// What a connection sent is counted as frames: the payload once the peer acknowledged it,
+    /// and headers for every segment (the handshake's and pure ACKs too).
+    #[test]
+    fn wire_bytes_count_payload_and_headers() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = Conn::new(TcpStream::connect(l.local_addr().unwrap()).unwrap());
+        let (mut peer, _) = l.accept().unwrap();
+        let before = c.wire_bytes_sent().unwrap();
+        // The SYN and the handshake's ACK at least.
+        assert!(before >= 2 * TCP_FRAME_OVERHEAD, "{before}");
+        c.write(&[7u8; 1000]).unwrap();
+        let mut got = [0u8; 1000];
+        peer.read_exact(&mut got).unwrap();
+        // The peer's ACK may lag the read: wait for it, bounded.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut after = c.wire_bytes_sent().unwrap();
+        while after < before + 1000 + TCP_FRAME_OVERHEAD && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+            after = c.wire_bytes_sent().unwrap();
+        }
+        // One 1000-byte segment (loopback's MSS is far larger): its payload and one header.
+        assert!(
+            after >= before + 1000 + TCP_FRAME_OVERHEAD,
+            "{before} -> {after}"
+        );
+        assert!(
+            after <= before + 1000 + 3 * TCP_FRAME_OVERHEAD,
+            "{before} -> {after}"
+        );
+    }
+}
