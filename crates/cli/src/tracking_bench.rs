@@ -22,6 +22,13 @@ pub struct TrackingBench {
         default_value = "track,slops-slow,chirp,auto"
     )]
     methods: Vec<String>,
+    /// Run every scenario with a 4 Mbit/s TCP application flow to the peer, opted into
+    /// riders (the agent's `[riders]`); its load column is then what the probing added.
+    #[arg(long)]
+    app_flow: bool,
+    /// With --app-flow: elastic riders (`[riders] elastic = true`).
+    #[arg(long, requires = "app_flow")]
+    elastic: bool,
     /// Time per scenario (the issue asks 5 min).
     #[arg(long, default_value = "60s", value_parser = crate::testbed_cmd::duration)]
     duration: std::time::Duration,
@@ -38,6 +45,8 @@ pub fn run(a: TrackingBench) -> Result<()> {
         kinds: a.cross,
         methods: a.methods,
         secs: a.duration.as_secs_f64(),
+        app_flow: a.app_flow,
+        elastic: a.elastic,
     };
     cfg.check()?;
     crate::signals::catch_signals();
@@ -68,6 +77,7 @@ fn table(r: &Report) -> String {
         "| C (Mbit/s) | cross | method | A (Mbit/s) | estimates/min | load (% of C) | median err | p90 err | follow (s) |".into(),
         "|---:|---|---|---:|---:|---:|---:|---:|---|".into(),
     ];
+    let with_app: Vec<_> = r.rows.iter().filter(|x| x.app_bps.is_some()).collect();
     for row in &r.rows {
         let follow = if row.follow_s.is_empty() {
             "".to_string()
@@ -90,6 +100,35 @@ fn table(r: &Report) -> String {
             pct(row.p90_err),
             follow
         ));
+    }
+    if !with_app.is_empty() {
+        out.push(String::new());
+        out.push(
+            "With a 4 Mbit/s TCP application flow to the peer opted into riders: truth = A less \
+             the application's rate; added load = (frames the bottleneck counted from the sender \
+             − the application's bytes as TCP frames) / C. Target: added load ≤ 0.5%."
+                .into(),
+        );
+        out.push(String::new());
+        out.push(
+            "| C (Mbit/s) | cross | method | riders | app (Mbit/s) | all from sender (% of C) | added load (% of C) | median err | p90 err |"
+                .into(),
+        );
+        out.push("|---:|---|---|---|---:|---:|---:|---:|---:|".into());
+        for row in with_app {
+            out.push(format!(
+                "| {} | {} | {} | {} | {:.2} | {:.2}% | {:.2}% | {} | {} |",
+                row.capacity_mbit,
+                row.cross,
+                row.method,
+                if row.elastic { "elastic" } else { "rigid" },
+                row.app_bps.unwrap_or(0.0) / 1e6,
+                row.load_share * 100.0,
+                row.added_load_share.unwrap_or(0.0) * 100.0,
+                pct(row.median_err),
+                pct(row.p90_err),
+            ));
+        }
     }
     out.join("\n")
 }

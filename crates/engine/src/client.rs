@@ -150,6 +150,12 @@ impl Session {
         self.ctrl.conn.tcp_rtt()
     }
 
+    /// Frames' bytes the control connection sent so far (payload and headers, ACKs included):
+    /// what a session adds at the bottleneck beside its probes.
+    pub fn control_wire_bytes(&self) -> Option<u64> {
+        self.ctrl.conn.wire_bytes_sent()
+    }
+
     pub fn session_id(&self) -> u32 {
         self.proto.session()
     }

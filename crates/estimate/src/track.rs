@@ -13,9 +13,12 @@
 //!    two MTU service times of queue). Expected: flat below, rising above. A stream that says
 //!    otherwise is sent once more at the same rate; only if the repeat agrees is it evidence of
 //!    change (one stream is the trend test's coin toss near A; two in a row rarely are).
-//! 3. **Search**: on evidence of change, a lean SLoPS search (fleets of 3) over the side of the
-//!    old value the evidence points to — [0, A − m] if A fell, [A + m, C] if it rose — then back
-//!    to holding the new value.
+//! 3. **Narrow re-search**: on evidence of change, single streams at rates widening
+//!    geometrically from the old value on the side the evidence points to (A ∓ 2m, 4m, 8m…)
+//!    until one reads the other way, then halving that bracket to `resolution` × C; then back
+//!    to holding the new value. A 20–50% step costs 2–5 streams. (Before: a lean SLoPS search
+//!    of fleets of 3 over the whole side, 0.4–0.8 MB at 20 Mbit/s, 8–16 s of a 2% ceiling to
+//!    repay, during which the next step went unseen; still there with `narrow: false`.)
 //!
 //! Why this form and not BART's Kalman filter (Ekelin et al. 2006): BART's strain model needs
 //! streams *above* A on every sample (it reads the slope of the strain above the knee), so it
@@ -63,8 +66,13 @@ pub struct TrackParams {
     pub confirm: u32,
     /// Unconfirmed contradictions move the held value this fraction of the margin their way.
     pub nudge: f64,
-    /// Streams per fleet of the search after a change.
+    /// Streams per fleet of the search after a change (when not `narrow`).
     pub search_fleet: usize,
+    /// After a change, re-search narrowly around the held value (single streams widening
+    /// geometrically from it, then halving the bracket) instead of a SLoPS search of the side.
+    pub narrow: bool,
+    /// Streams a narrow re-search may send at most before it settles for what it has.
+    pub narrow_streams: u32,
     /// The search's final range width, as a fraction of C.
     pub resolution: f64,
     /// The acquiring search's final range width, as a fraction of C.
@@ -91,6 +99,8 @@ impl Default for TrackParams {
             confirm: 3,
             nudge: 0.25,
             search_fleet: 3,
+            narrow: true,
+            narrow_streams: 10,
             resolution: 0.03,
             acquire_resolution: 0.05,
             ceiling: 0.02,
@@ -164,10 +174,29 @@ struct Check {
     unknown: u32,
 }
 
+/// A narrow re-search after a confirmed change: single streams at rates widening
+/// geometrically away from the held value (2m, 4m, 8m… from it) until one reads the other
+/// way, then halving the bracket they make until it is `resolution` × C wide. A step of
+/// 20–50% costs two to four streams instead of a SLoPS search over the whole side.
+#[derive(Debug, Clone)]
+struct Narrow {
+    /// Highest rate seen flat (A above it), lowest seen rising (A below it).
+    flat: Option<f64>,
+    rising: Option<f64>,
+    /// Distance of the next widening stream from the held value.
+    reach: f64,
+    /// The rate in flight.
+    sent: Option<f64>,
+    streams: u32,
+    /// Streams whose trend test could not decide, in a row.
+    unknown: u32,
+}
+
 enum Phase {
     Acquire(Box<Auto>),
     Hold(Check),
     Search(Box<Slops>),
+    Narrow(Narrow),
 }
 
 /// What the tracker has done so far, for reports and tests.
@@ -450,8 +479,124 @@ impl Tracker {
         }
         // Several streams in a row say A moved past this side: search there.
         self.stats.changes += 1;
+        if self.p.narrow {
+            let n = self.narrow(side);
+            self.phase = Phase::Narrow(n);
+            return;
+        }
         let s = self.search(side);
         self.phase = Phase::Search(Box::new(s));
+    }
+
+    /// A narrow re-search past `side` of the held value, whose check stream there (at A ∓ m)
+    /// is the first bound.
+    fn narrow(&self, side: Side) -> Narrow {
+        let r = self.check_rate(side);
+        let (flat, rising) = match side {
+            Side::Below => (None, r),
+            Side::Above => (r, None),
+        };
+        Narrow {
+            flat,
+            rising,
+            reach: 2.0 * self.margin_bps(),
+            sent: None,
+            streams: 0,
+            unknown: 0,
+        }
+    }
+
+    /// The next rate of the narrow re-search, or `None` when it is over: the bracket is
+    /// `resolution` wide, the widening reached the end of (0, C), or its streams are spent.
+    fn narrow_rate(&self) -> Option<f64> {
+        let Phase::Narrow(n) = &self.phase else {
+            return None;
+        };
+        let c = self.capacity_bps()?;
+        let a = self.held.as_ref()?.value_bps;
+        let m = self.margin_bps();
+        let (floor, top) = (0.5 * m, c - 0.5 * m);
+        if n.sent.is_some() || n.streams >= self.p.narrow_streams {
+            return None;
+        }
+        match (n.flat, n.rising) {
+            (Some(f), Some(r)) => (r - f > self.p.resolution * c).then_some((f + r) / 2.0),
+            (None, Some(r)) => {
+                let next = (a - n.reach).max(floor);
+                (next < r - 0.25 * m).then_some(next)
+            }
+            (Some(f), None) => {
+                let next = (a + n.reach).min(top);
+                (next > f + 0.25 * m).then_some(next)
+            }
+            (None, None) => None,
+        }
+    }
+
+    /// Where the narrow re-search puts A: the middle of its bracket, or of what lies past its
+    /// last stream when the widening reached the end of (0, C).
+    ///
+    /// A stream at r reads rising only once its queue rose `min_rise` over its duration T,
+    /// i.e. from r = A + δ, δ = min_rise × C / T (0.025 C at 20 Mbit/s, 0.012 C at 100): the
+    /// bounds are δ above A's, and are taken down by δ (without this, a held 6.8 Mbit/s for a
+    /// true 6.0 on the fluid model's ±50% step at 20 Mbit/s).
+    fn narrow_value(&self, n: &Narrow) -> Option<(f64, f64, f64)> {
+        let c = self.capacity_bps()?;
+        let probe = self.stream(self.held.as_ref()?.value_bps.max(1e3));
+        let t_ns = probe.offsets().last().copied().unwrap_or(0).max(1) as f64;
+        let delta = self.trend_params().min_rise_ns * c / t_ns;
+        let (lo, hi) = match (n.flat, n.rising) {
+            (Some(f), Some(r)) => (f.min(r) - delta, f.max(r) - delta),
+            (None, Some(r)) => (0.0, r - delta),
+            (Some(f), None) => (f - delta, c),
+            (None, None) => return None,
+        };
+        let (lo, hi) = (lo.max(0.0), hi.max(0.0));
+        Some(((lo + hi) / 2.0, lo, hi))
+    }
+
+    /// A narrow re-search stream came back: move the bracket's bound it tested.
+    fn handle_narrow(&mut self, obs: &TrainResult) {
+        let trend_params = self.trend_params();
+        let Phase::Narrow(n) = &mut self.phase else {
+            return;
+        };
+        let Some(rate) = n.sent.take() else {
+            return;
+        };
+        let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
+        let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
+        let widening = n.flat.is_none() || n.rising.is_none();
+        match stream_trend(&owd, sent, &trend_params) {
+            Trend::Increasing => {
+                n.rising = Some(n.rising.map_or(rate, |r| r.min(rate)));
+                n.unknown = 0;
+            }
+            Trend::NotIncreasing => {
+                n.flat = Some(n.flat.map_or(rate, |f| f.max(rate)));
+                n.unknown = 0;
+            }
+            // Undecided: the same rate once more (the stream count bounds this).
+            Trend::Unknown => {
+                n.unknown += 1;
+                return;
+            }
+        }
+        if widening {
+            n.reach *= 2.0;
+        }
+    }
+
+    /// The next stream of the narrow re-search, or `None` when it is over.
+    fn next_narrow_stream(&mut self) -> Option<TrainSpec> {
+        let rate = self.narrow_rate()?;
+        let t = self.stream(rate);
+        let Phase::Narrow(n) = &mut self.phase else {
+            return None;
+        };
+        n.sent = Some(rate);
+        n.streams += 1;
+        Some(t)
     }
 
     /// The current phase's estimator, when it has one.
@@ -459,12 +604,19 @@ impl Tracker {
         match &mut self.phase {
             Phase::Acquire(a) => Some(a.as_mut()),
             Phase::Search(s) => Some(s.as_mut()),
-            Phase::Hold(_) => None,
+            Phase::Hold(_) | Phase::Narrow(_) => None,
         }
     }
 
     /// The phase finished: move on, and close the round if it gave an estimate.
     fn advance(&mut self, now_ns: u64) {
+        // A narrow re-search with nothing left to send is over: where it puts A.
+        let narrowed = match &self.phase {
+            Phase::Narrow(n) if n.sent.is_none() && self.narrow_rate().is_none() => {
+                Some(self.narrow_value(n))
+            }
+            _ => None,
+        };
         let concluded = match &mut self.phase {
             Phase::Acquire(a) if a.is_done() => {
                 if self.capacity.is_none() {
@@ -483,8 +635,14 @@ impl Tracker {
                 true
             }
             Phase::Hold(c) => c.sent.is_none() && c.todo.is_empty(),
+            Phase::Narrow(_) => narrowed.is_some(),
             _ => false,
         };
+        if let (Some(Some((v, lo, hi))), Some(h)) = (narrowed, &mut self.held) {
+            h.value_bps = v;
+            h.low_bps = lo;
+            h.high_bps = hi;
+        }
         if !concluded {
             return;
         }
@@ -496,6 +654,7 @@ impl Tracker {
                 }
                 k * 0.8f64.powi(c.unknown as i32)
             }
+            Phase::Narrow(n) => 0.8f64.powi(n.streams.saturating_sub(2) as i32).max(0.3),
             _ => self.held.as_ref().map_or(0.0, |e| e.quality.confidence),
         };
         let step = self.p.nudge * self.margin_bps();
@@ -512,6 +671,7 @@ impl Tracker {
         let method = match &self.phase {
             Phase::Acquire(_) => "track:acquire",
             Phase::Search(..) => "track:search",
+            Phase::Narrow(_) => "track:narrow",
             Phase::Hold(_) => "track:hold",
         };
         if self.held.is_some() && self.capacity_bps().is_some() {
@@ -609,9 +769,13 @@ impl Estimator for Tracker {
             None => match self.inner() {
                 Some(e) => e.poll_train(now_ns),
                 None => {
-                    let t = self.next_check_stream();
+                    let t = if matches!(self.phase, Phase::Narrow(_)) {
+                        self.next_narrow_stream()
+                    } else {
+                        self.next_check_stream()
+                    };
                     if t.is_none() {
-                        // A check with nothing to send (both rates outside (0, C)) is over.
+                        // A check or narrow re-search with nothing to send is over.
                         self.advance(now_ns);
                     }
                     t
@@ -639,8 +803,10 @@ impl Estimator for Tracker {
 
     fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         self.last = now_ns;
+        let narrowing = matches!(self.phase, Phase::Narrow(_));
         match self.inner() {
             Some(e) => e.handle_train(now_ns, obs),
+            None if narrowing => self.handle_narrow(obs),
             None => self.handle_check(obs),
         }
         if self.round_open {
@@ -675,7 +841,7 @@ impl Estimator for Tracker {
             return match &self.phase {
                 Phase::Acquire(a) => a.next_wakeup(),
                 Phase::Search(s) => s.next_wakeup(),
-                Phase::Hold(_) => Some(self.last),
+                Phase::Hold(_) | Phase::Narrow(_) => Some(self.last),
             };
         }
         self.p.continuous.then_some(self.next_round_at)
@@ -712,11 +878,15 @@ mod tests {
     }
 
     fn run(c: f64, cross: &str, seed: u64, horizon_s: u64) -> Run {
+        run_with(c, cross, seed, horizon_s, TrackParams::default())
+    }
+
+    fn run_with(c: f64, cross: &str, seed: u64, horizon_s: u64, tp: TrackParams) -> Run {
         let mut p = path(c, cross, seed);
         p.idle_until(S / 2);
         let mut t = Tracker::new(TrackParams {
             capacity_bps: Some(c),
-            ..TrackParams::default()
+            ..tp
         })
         .unwrap();
         let out = drive(&mut t, &mut p, horizon_s * S);
@@ -859,12 +1029,13 @@ mod tests {
     /// A ±20–33% step in A (STEP cross traffic every 20 s) is followed to within 10% by the
     /// first or second held estimate after it. How long that takes is set by the check rate
     /// the ceiling allows (a check's frames paid back at 2% of C before the next, twice that
-    /// while the acquisition is repaid) plus the search: measured 0.82–3.3 s at 20 Mbit/s with
-    /// A near 0.7 C (checks of ~60 kB, one every ~1.5 s), 0.92–2.4 s with A near 0.5 C,
-    /// 0.59–0.90 s at 100 Mbit/s (before rising streams had to rise one MTU time: one step
-    /// there took 7.6 s, 16 checks, its A + m streams reading a 1000-byte CBR packet's phase
-    /// sliding past the probes as a queue); held to 5, 3 and 2 s (the step's phase against
-    /// the check cycle moves these by up to one check interval and a confirmation).
+    /// while the acquisition is repaid) plus the narrow re-search (2–5 single streams):
+    /// measured 0.37–3.2 s at 20 Mbit/s with A near 0.7 C (the 3.2 s one in two rounds, its
+    /// re-search landing 11% off), 0.42–1.8 s with A near 0.5 C, 0.24–0.62 s at 100 Mbit/s;
+    /// ±50% steps 0.78–2.7 s at 20 Mbit/s (2.7 s the first, while the acquisition is repaid
+    /// at half rate), 0.29–0.58 s at 100. (With a SLoPS search of the whole side instead:
+    /// 0.82–3.3, 0.92–2.4, 0.59–0.90 s.) The model is deterministic for STEP; the bounds leave
+    /// 0.25–0.4 s (a fraction of a check interval) above what was measured.
     #[test]
     #[ignore]
     fn study_steps() {
@@ -872,10 +1043,19 @@ mod tests {
             (20e6, "step:5mbit,8mbit,every=20s,size=500"),
             (20e6, "step:12mbit,9mbit,every=20s,size=300"),
             (100e6, "step:40mbit,55mbit,every=20s,size=1000"),
+            (20e6, "step:8mbit,14mbit,every=20s,size=500"),
+            (100e6, "step:40mbit,70mbit,every=20s,size=1000"),
         ] {
-            eprintln!("{c:e} {cross}: {:?}", follow(c, cross, 20, 1, 120));
+            for seed in 1..=3 {
+                let r = run(c, cross, seed, 120);
+                eprintln!(
+                    "{c:e} {cross} s{seed}: {:?} {:?}",
+                    follow(c, cross, 20, seed, 120),
+                    r.stats
+                );
+            }
         }
-        let r = run(100e6, "step:40mbit,55mbit,every=20s,size=1000", 1, 50);
+        let r = run(20e6, "step:8mbit,14mbit,every=20s,size=500", 1, 105);
         for (t, e, truth) in r.held.iter().filter(|(t, _, _)| *t > 19 * S) {
             eprintln!(
                 "{:.2} {} {:.1} truth {:.1}",
@@ -900,12 +1080,48 @@ mod tests {
         }
     }
 
+    /// What sets the error on a steady path: the margin (the hold's ± resolution) against the
+    /// check rate it costs. Prints pooled median / p90 over 3 seeds, 80 s each.
+    #[test]
+    #[ignore]
+    fn study_margin() {
+        for margin in [0.05, 0.04, 0.035, 0.025] {
+            for (c, cross) in [
+                (20e6, "poisson:10mbit,size=1000"),
+                (20e6, "cbr:10mbit,size=1000"),
+                (100e6, "poisson:50mbit,size=1000"),
+            ] {
+                let mut errs = Vec::new();
+                let mut rounds = 0;
+                for seed in 1..=3 {
+                    let tp = TrackParams {
+                        margin,
+                        ..TrackParams::default()
+                    };
+                    let r = run_with(c, cross, seed, 80, tp);
+                    rounds += r.stats.rounds;
+                    errs.extend(r.held.iter().map(|(_, e, t)| rel(e, *t, c)));
+                }
+                errs.sort_by(f64::total_cmp);
+                let n = errs.len();
+                eprintln!(
+                    "margin {margin} {c:e} {cross}: median {:.3} p90 {:.3} n {n} rounds {rounds}",
+                    errs[n / 2],
+                    errs[n * 9 / 10]
+                );
+            }
+        }
+    }
+
     #[test]
     fn follows_steps_within_a_bounded_number_of_rounds() {
         for (c, cross, within_s) in [
-            (20e6, "step:5mbit,8mbit,every=20s,size=500", 5.0),
-            (20e6, "step:12mbit,9mbit,every=20s,size=300", 3.0),
-            (100e6, "step:40mbit,55mbit,every=20s,size=1000", 2.0),
+            (20e6, "step:5mbit,8mbit,every=20s,size=500", 3.5),
+            (20e6, "step:12mbit,9mbit,every=20s,size=300", 2.0),
+            (100e6, "step:40mbit,55mbit,every=20s,size=1000", 1.0),
+            // ±50% steps (A 12 ↔ 6 and 60 ↔ 30 Mbit/s).
+            (20e6, "step:8mbit,14mbit,every=20s,size=500", 3.0),
+            (100e6, "step:40mbit,70mbit,every=20s,size=1000", 1.0),
         ] {
             for (k, f) in follow(c, cross, 20, 1, 120).into_iter().enumerate() {
                 let (t, rounds) = f.unwrap_or_else(|| panic!("{cross}: step {k} never followed"));
@@ -945,6 +1161,8 @@ mod tests {
             for (c, cross) in [
                 (20e6, "poisson:5mbit,size=300"),
                 (100e6, "poisson:50mbit,size=1000"),
+                // Steps of ±50% every 20 s: a narrow re-search each.
+                (20e6, "step:8mbit,14mbit,every=20s,size=500"),
             ] {
                 // A round's trains follow each other within a round trip or two.
                 let sent = spends(c, cross, ceiling, 150);

@@ -576,6 +576,7 @@ fn start_rig(cfg: &MedianetConfig, config: &str) -> Result<Rig> {
                     .collect(),
                 hold: Duration::from_millis(cfg.hold_ms),
                 ratio: cfg.rider_ratio,
+                elastic: None,
             }),
             ..ServiceConfig::default()
         };

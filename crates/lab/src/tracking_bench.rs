@@ -6,11 +6,12 @@
 //! stored estimates against the truth of the second before each, estimates per minute, and
 //! for STEP cross traffic the time until the first estimate within 10% of a new level.
 
-use crate::rig::agent_at_rcv;
+use crate::rig::agent_at_rcv_with;
 use crate::{ensure, Error, Hooks, Result};
 use mgrp_engine::auth::Key;
 use mgrp_service::config::ServiceConfig;
 use mgrp_service::Service;
+use mgrp_testbed::app::{AppFlow, AppPattern};
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
 use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{CrossPattern, DelayMode, Role, Testbed, TestbedConfig, Truth, TruthSampler};
@@ -27,7 +28,19 @@ pub struct TrackingConfig {
     pub methods: Vec<String>,
     /// Seconds per scenario (the issue asks 5 min).
     pub secs: f64,
+    /// Run each scenario with a 4 Mbit/s application flow (TCP, snd → rcv) opted into riders
+    /// instead of without one.
+    pub app_flow: bool,
+    /// With `app_flow`: the service's riders are elastic (`[riders] elastic = true`).
+    pub elastic: bool,
 }
+
+/// The application flow's port (opted into riders as `tcp:PORT`).
+const APP_PORT: u16 = 5201;
+
+/// Ethernet + IPv4 + TCP (timestamps) headers of one segment, and the flow's segment payload.
+const TCP_HEADERS: f64 = 66.0;
+const TCP_MSS: f64 = 1448.0;
 
 impl TrackingConfig {
     pub fn check(&self) -> Result<()> {
@@ -81,6 +94,13 @@ pub struct Row {
     pub follow_s: Vec<Option<f64>>,
     /// Mean truth over the run (bit/s).
     pub truth_bps: f64,
+    /// With an application flow: its rate (bit/s of TCP payload the sink read), riders on.
+    pub app_bps: Option<f64>,
+    /// With an application flow: what the bottleneck counted from the sender beyond the
+    /// application's own bytes (as TCP frames) / C — the probing's added load.
+    pub added_load_share: Option<f64>,
+    /// Riders: elastic trains.
+    pub elastic: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -131,7 +151,8 @@ pub fn run(cfg: &TrackingConfig, hooks: Hooks) -> Result<Report> {
             DelayMode::Thread,
         )?;
         let key = Key::random();
-        let (_agent, peer) = agent_at_rcv(&tb, &key)?;
+        let dev = cfg.app_flow.then(|| "mgrp1".to_string());
+        let (_agent, peer) = agent_at_rcv_with(&tb, &key, dev)?;
         for kind in &cfg.kinds {
             for method in &cfg.methods {
                 if (hooks.stop)() {
@@ -142,7 +163,7 @@ pub fn run(cfg: &TrackingConfig, hooks: Hooks) -> Result<Report> {
                     rows.len() + 1,
                     cfg.secs
                 ));
-                let row = scenario(&tb, &key, peer, mbit, kind, method, cfg.secs)?;
+                let row = scenario(&tb, &key, peer, mbit, kind, method, cfg)?;
                 rows.push(row);
             }
         }
@@ -161,8 +182,9 @@ fn scenario(
     mbit: f64,
     kind: &str,
     method: &str,
-    secs: f64,
+    cfg: &TrackingConfig,
 ) -> Result<Row> {
+    let secs = cfg.secs;
     let c = tb.capacity().bps();
     let cross = pattern(kind, mbit * 1e6, secs)?;
     let opts = GenOptions {
@@ -180,8 +202,13 @@ fn scenario(
         "slops-slow" => "every = \"30s\"\nbudget = \"1000mb\"\n".into(),
         _ => "every = \"100ms\"\nbudget = \"1000mb\"\n".into(),
     };
-    let text =
-        format!("http = \"off\"\n[[path]]\npeer = \"{peer}\"\nmethod = \"{method}\"\n{extra}");
+    let riders = match (cfg.app_flow, cfg.elastic) {
+        (false, _) => String::new(),
+        (true, e) => format!("[riders]\nopt_in = [\"tcp:{APP_PORT}\"]\nelastic = {e}\n"),
+    };
+    let text = format!(
+        "http = \"off\"\n[[path]]\npeer = \"{peer}\"\nmethod = \"{method}\"\n{extra}{riders}"
+    );
     let svc_cfg = ServiceConfig::parse(&text).map_err(|e| Error::Config(e.to_string()))?;
     let offset = mgrp_clock::realtime_ns() as i128 - mgrp_testbed::clock::now_ns() as i128;
     let t0 = mgrp_testbed::clock::now_ns();
@@ -209,10 +236,29 @@ fn scenario(
             }
         }
         Ok(out)
-    })?
-    .join()
-    .map_err(|_| Error::Worker("service thread panicked".into()))??;
+    })?;
+    // The riders' route must exist before the application connects: its first packets then
+    // take the TUN (the service starts its riders at once; a second is plenty).
+    let app = if cfg.app_flow {
+        std::thread::sleep(Duration::from_secs(1));
+        Some(AppFlow::start(
+            tb,
+            Role::Snd,
+            Role::Rcv,
+            APP_PORT,
+            // 5000-byte writes every 10 ms: 4 Mbit/s that does not adapt.
+            AppPattern::parse("msgs:5000b,every=10ms").map_err(|e| Error::Config(e.to_string()))?,
+            Some("cubic".into()),
+            Duration::from_secs_f64(secs + 5.0),
+        )?)
+    } else {
+        None
+    };
+    let recs = recs
+        .join()
+        .map_err(|_| Error::Worker("service thread panicked".into()))??;
     let t1 = mgrp_testbed::clock::now_ns();
+    let app = app.map(|a| a.stop()).transpose()?;
     let start_ns = gen.start_ns();
     gen.stop()?;
     let truth = sampler.stop()?;
@@ -221,19 +267,27 @@ fn scenario(
         .window(t0, t1)
         .ok_or_else(|| Error::Worker("no truth over the run".into()))?;
     let dur = (t1 - t0) as f64 / 1e9;
+    // The application's rate over its life; estimates read A less it (its packets that do not
+    // ride are traffic the probes meet; those that ride are taken off by the rider correction).
+    let app_bps = app
+        .as_ref()
+        .map(|r| r.received_bytes as f64 * 8.0 / r.duration_s.max(1e-3));
+    let app_frames_bps = app_bps.map(|b| b * (1.0 + TCP_HEADERS / TCP_MSS));
     let mut errs: Vec<f64> = recs
         .iter()
         .filter_map(|(t, v)| {
             let t = to_mono(*t);
             let w = truth.window(t.saturating_sub(1_000_000_000), t)?;
-            (w.avail_bps > 0.0).then(|| (v - w.avail_bps).abs() / w.avail_bps)
+            let a = w.avail_bps - app_bps.unwrap_or(0.0);
+            (a > 0.0).then(|| (v - a).abs() / a)
         })
         .collect();
     errs.sort_by(f64::total_cmp);
     let q =
         |p: f64| (!errs.is_empty()).then(|| errs[((errs.len() - 1) as f64 * p).round() as usize]);
     let follow_s = if kind == "step" {
-        follow(&truth, &recs, to_mono, start_ns, secs / 4.0, t1)
+        let less = app_bps.unwrap_or(0.0);
+        follow(&truth, &recs, to_mono, start_ns, secs / 4.0, t1, less)
     } else {
         Vec::new()
     };
@@ -249,11 +303,14 @@ fn scenario(
         p90_err: q(0.9),
         follow_s,
         truth_bps: window.avail_bps,
+        app_bps,
+        added_load_share: app_frames_bps.map(|f| (window.offered_fg_bps - f) / c),
+        elastic: cfg.app_flow && cfg.elastic,
     })
 }
 
 /// For each level change of the STEP pattern inside the run: seconds to the first estimate
-/// within 10% of the new level's truth.
+/// within 10% of the new level's truth (less `less_bps`, the application's own rate).
 fn follow(
     truth: &Truth,
     recs: &[(u64, f64)],
@@ -261,13 +318,16 @@ fn follow(
     start_ns: u64,
     every_s: f64,
     end_ns: u64,
+    less_bps: f64,
 ) -> Vec<Option<f64>> {
     let every = (every_s * 1e9) as u64;
     let mut out = Vec::new();
     let mut b = start_ns + every;
     while b + every / 2 < end_ns {
         let next = (b + every).min(end_ns);
-        let level = truth.window(b + 200_000_000, next).map(|w| w.avail_bps);
+        let level = truth
+            .window(b + 200_000_000, next)
+            .map(|w| w.avail_bps - less_bps);
         let hit = level.and_then(|a| {
             recs.iter()
                 .map(|(t, v)| (to_mono(*t), *v))

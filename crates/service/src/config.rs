@@ -23,6 +23,10 @@
 //! opt_in = ["to:198.18.3.2"]             # to:PREFIX, tcp:PORT, udp:PORT, mark:N
 //! hold = "10ms"                          # T: the longest a packet waits for a probe
 //! ratio = 1.0                            # share of each train (from its start) that carries
+//! elastic = false                        # elastic trains: wait for riders (at most
+//! elastic_wait = "10ms"                  #   elastic_wait, never past a held packet's
+//! elastic_share = 0.2                    #   deadline) and end early past elastic_share of
+//!                                        #   the train when none are left
 //!
 //! [inline]                               # ImTCP: opted-in TCP flows measure their path
 //! opt_in = ["tcp:5001"]                  # to:PREFIX, tcp:PORT, mark:N (not riders' too)
@@ -111,6 +115,8 @@ pub struct RidersConfig {
     pub opt_in: Vec<mgrp_shim::route::OptIn>,
     pub hold: Duration,
     pub ratio: f64,
+    /// Elastic trains (seed 000 §8.3): wait for riders, end early without them (`None`: off).
+    pub elastic: Option<mgrp_engine::riders::ElasticConfig>,
 }
 
 /// The transfer modes: which congestion controls the agent registers and how its estimates
@@ -257,6 +263,9 @@ struct RawRiders {
     dev: Option<String>,
     hold: Option<String>,
     ratio: Option<f64>,
+    elastic: Option<bool>,
+    elastic_share: Option<f64>,
+    elastic_wait: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -455,11 +464,36 @@ impl ServiceConfig {
             if dev.is_empty() || dev.len() > 15 {
                 return Err(at("dev must be an interface name (1..=15 bytes)".into()));
             }
+            let elastic = match r.elastic {
+                Some(true) => {
+                    let d = mgrp_engine::riders::ElasticConfig::default();
+                    let wait = match &r.elastic_wait {
+                        Some(w) => parse_duration(w)
+                            .map_err(|e| at(format!("elastic_wait: {e}")))?
+                            .as_nanos() as u64,
+                        None => d.max_wait_ns,
+                    };
+                    let e = mgrp_engine::riders::ElasticConfig {
+                        max_wait_ns: wait,
+                        min_share: r.elastic_share.unwrap_or(d.min_share),
+                    };
+                    // The engine never waits past a held packet's deadline less 1 ms anyway.
+                    e.validate().map_err(at)?;
+                    Some(e)
+                }
+                _ if r.elastic_share.is_some() || r.elastic_wait.is_some() => {
+                    return Err(at(
+                        "elastic_share and elastic_wait need elastic = true".into()
+                    ));
+                }
+                _ => None,
+            };
             c.riders = Some(RidersConfig {
                 dev,
                 opt_in,
                 hold,
                 ratio,
+                elastic,
             });
         }
         if let Some(r) = raw.inline {
@@ -806,6 +840,18 @@ mod tests {
             ("[riders]\nopt_in = [\"dns:53\"]", "unknown opt-in"),
             ("[riders]\nopt_in = [\"tcp:80\"]\nratio = 2.0", "ratio"),
             ("[riders]\nopt_in = [\"tcp:80\"]\nhold = \"5s\"", "hold"),
+            (
+                "[riders]\nopt_in = [\"tcp:80\"]\nelastic = true\nelastic_share = 0",
+                "min_share",
+            ),
+            (
+                "[riders]\nopt_in = [\"tcp:80\"]\nelastic = true\nelastic_wait = \"2s\"",
+                "elastic",
+            ),
+            (
+                "[riders]\nopt_in = [\"tcp:80\"]\nelastic_share = 0.5",
+                "need elastic = true",
+            ),
             ("[inline]\nopt_in = []", "inline: opt_in"),
             ("[inline]\nopt_in = [\"udp:53\"]", "TCP only"),
             (
@@ -930,6 +976,23 @@ mod tests {
 #[cfg(test)]
 mod inline_tests {
     use super::*;
+
+    #[test]
+    fn riders_elastic_is_off_unless_asked() {
+        let c = ServiceConfig::parse("[riders]\nopt_in = [\"tcp:80\"]").unwrap();
+        assert_eq!(c.riders.unwrap().elastic, None);
+        let c = ServiceConfig::parse("[riders]\nopt_in = [\"tcp:80\"]\nelastic = true").unwrap();
+        assert_eq!(
+            c.riders.unwrap().elastic,
+            Some(mgrp_engine::riders::ElasticConfig::default())
+        );
+        let c = ServiceConfig::parse(
+            "[riders]\nopt_in = [\"tcp:80\"]\nelastic = true\nelastic_share = 0.5\nelastic_wait = \"5ms\"",
+        )
+        .unwrap();
+        let e = c.riders.unwrap().elastic.unwrap();
+        assert_eq!((e.min_share, e.max_wait_ns), (0.5, 5_000_000));
+    }
 
     #[test]
     fn inline_section() {

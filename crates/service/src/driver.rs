@@ -48,6 +48,8 @@ struct Measured {
     sent: u64,
     lost: u64,
     rtt: Option<(Duration, Duration)>,
+    /// Frames' bytes the session's control connection sent during the round.
+    control: u64,
     /// Read from the same trains: no probes of its own.
     jitter: Option<Jitter>,
 }
@@ -209,6 +211,7 @@ impl Driver {
             lost,
             rtt,
             jitter,
+            control,
         } = m;
         let now = mgrp_clock::now_ns();
         c.bump(&c.probe_bytes, bytes);
@@ -219,8 +222,9 @@ impl Driver {
             c.bump(&c.cut_by_budget, 1);
         }
         // The schedule counts frames as the bottleneck does (UDP payload + Ethernet/IP/UDP
-        // headers): budgets and the ceiling then hold at the link's own counters.
-        let wire = bytes + sent * mgrp_estimate::WIRE_OVERHEAD;
+        // headers, and the control connection's frames: announcements, ACKs of the reports):
+        // budgets and the ceiling then hold at the link's own counters.
+        let wire = bytes + sent * mgrp_estimate::WIRE_OVERHEAD + control;
         let avail = match result {
             Ok(e) => {
                 sched.handle_measured(now, wire, cut);
@@ -364,6 +368,7 @@ impl Driver {
             let (Some(t), Some(s)) = (link.tracker.as_mut(), link.session.as_mut()) else {
                 return None;
             };
+            let ctl0 = s.control_wire_bytes();
             t.begin_round(mgrp_clock::now_ns(), Some(allowance));
             // Rider-aware, as every method: the host's own bytes in the probes come off A.
             let mut est = mgrp_estimate::riders::RiderAware::new(&mut *t);
@@ -383,6 +388,7 @@ impl Driver {
                 sent,
                 lost,
                 rtt: s.control_rtt(),
+                control: control_since(s, ctl0),
             });
         }
         // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.
@@ -396,6 +402,7 @@ impl Driver {
             }
         };
         let s = link.session.as_mut()?;
+        let ctl0 = s.control_wire_bytes();
         let mut tapped = JitterTap::new(Budgeted::new(&mut est, allowance));
         let result = run_estimator(s, &mut tapped, deadline, stop, |pr| bytes = pr.probe_bytes);
         let jitter = tapped.jitter();
@@ -411,6 +418,7 @@ impl Driver {
             sent: bounded.probes_sent,
             lost: bounded.probes_lost,
             rtt: s.control_rtt(),
+            control: control_since(s, ctl0),
         })
     }
 
@@ -441,5 +449,14 @@ impl Driver {
         link.budget_for = Some(c);
         sched.set_budget(b);
         self.st.set_budget(sched.budget());
+    }
+}
+
+/// Frames' bytes the session's control connection sent since `before` (0 when the kernel
+/// would not say).
+fn control_since(s: &Session, before: Option<u64>) -> u64 {
+    match (before, s.control_wire_bytes()) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => 0,
     }
 }

@@ -85,7 +85,7 @@ fn start_riders(
             opt_in: cfg.opt_in.clone(),
             hold: cfg.hold,
             ratio: cfg.ratio,
-            ..Default::default()
+            elastic: cfg.elastic,
         },
         key.clone(),
     )?);

@@ -17,6 +17,9 @@ pub enum ReadError {
     Io(std::io::Error),
 }
 
+/// Ethernet (14) + IPv4 (20) + TCP with the timestamp option (32) bytes of a segment.
+pub const TCP_FRAME_OVERHEAD: u64 = 66;
+
 pub struct Conn {
     pub stream: TcpStream,
     pub peer: String,
@@ -39,6 +42,14 @@ impl Conn {
 
     /// The kernel's smoothed round-trip time of this connection and its mean deviation
     /// (`TCP_INFO`): an RTT measurement that costs no packets of its own.
+    /// Bytes this end of the connection put on the wire so far, as a link's counters see them:
+    /// the payload the peer acknowledged plus Ethernet/IP/TCP headers (with timestamps) of every
+    /// segment sent, pure ACKs included (`TCP_INFO`'s `bytes_acked` and `segs_out`).
+    pub fn wire_bytes_sent(&self) -> Option<u64> {
+        let info = crate::sock::tcp_info(&self.stream).ok()?;
+        Some(info.tcpi_bytes_acked + u64::from(info.tcpi_segs_out) * TCP_FRAME_OVERHEAD)
+    }
+
     pub fn tcp_rtt(&self) -> Option<(Duration, Duration)> {
         let info = crate::sock::tcp_info(&self.stream).ok()?;
         (info.tcpi_rtt > 0).then(|| {
@@ -120,5 +131,42 @@ impl ClientConn {
                 Err(ReadError::Io(e)) => return Err(RecvError::Io(e)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// What a connection sent is counted as frames: the payload once the peer acknowledged it,
+    /// and headers for every segment (the handshake's and pure ACKs too).
+    #[test]
+    fn wire_bytes_count_payload_and_headers() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = Conn::new(TcpStream::connect(l.local_addr().unwrap()).unwrap());
+        let (mut peer, _) = l.accept().unwrap();
+        let before = c.wire_bytes_sent().unwrap();
+        // The SYN and the handshake's ACK at least.
+        assert!(before >= 2 * TCP_FRAME_OVERHEAD, "{before}");
+        c.write(&[7u8; 1000]).unwrap();
+        let mut got = [0u8; 1000];
+        peer.read_exact(&mut got).unwrap();
+        // The peer's ACK may lag the read: wait for it, bounded.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut after = c.wire_bytes_sent().unwrap();
+        while after < before + 1000 + TCP_FRAME_OVERHEAD && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+            after = c.wire_bytes_sent().unwrap();
+        }
+        // One 1000-byte segment (loopback's MSS is far larger): its payload and one header.
+        assert!(
+            after >= before + 1000 + TCP_FRAME_OVERHEAD,
+            "{before} -> {after}"
+        );
+        assert!(
+            after <= before + 1000 + 3 * TCP_FRAME_OVERHEAD,
+            "{before} -> {after}"
+        );
     }
 }
