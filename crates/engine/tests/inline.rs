@@ -294,6 +294,9 @@ fn inline_estimates_track_the_truth_under_cbr() {
     gen.stop().unwrap();
     let truth = sampler.stop().unwrap();
     let flows = stop(&tb, e);
+    // How late the delay line (the ACK path's 20 ms) released packets: its jitter is the echoes'.
+    let line = tb.delay_stats();
+    eprintln!("delay line: {line:?}");
     let f = flows
         .iter()
         .find(|f| f.flow.remote.port() == 6305)
