@@ -124,12 +124,12 @@ fn table(r: &InlineBenchReport) -> String {
         String::new(),
         "Every run:".into(),
         String::new(),
-        "| case | run | inline | throughput (Mbit/s) | retransmits | RTOs | bottleneck (Mbit/s) | srtt (ms) | cwnd ≥ 4N | estimates | per s | per 2 RTT | median err | p90 err | delivery rate (Mbit/s) | inline median (Mbit/s) |".into(),
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
+        "| case | run | inline | throughput (Mbit/s) | retransmits | RTOs | bottleneck (Mbit/s) | srtt (ms) | cwnd ≥ 4N | estimates | per s | per 2 RTT | median err | p90 err | delivery rate (Mbit/s) | inline median (Mbit/s) | ACK line late p99 / max (µs) |".into(),
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
     ]);
     for x in &r.runs {
         out.push(format!(
-            "| {} | {} | {} | {:.1} | {} | {} | {:.1} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.1} | {} | {} | {:.1} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {} |",
             x.case,
             x.rep + 1,
             if x.inline { "on" } else { "off" },
@@ -149,6 +149,24 @@ fn table(r: &InlineBenchReport) -> String {
                 .map_or("-".into(), |v| format!("{v:.1}")),
             x.inline_median_mbit
                 .map_or("-".into(), |v| format!("{v:.1}")),
+            x.ack_line_late_us
+                .map_or("-".into(), |l| format!("{:.0} / {:.0}", l[1], l[2])),
+        ));
+    }
+    out.push(String::new());
+    out.push(format!(
+        "Retransmits per {} s (the flow's `tcpi_total_retrans` sampled once a second), bulk runs:",
+        c.step_s
+    ));
+    out.push(String::new());
+    out.push("| run | inline | per step |".into());
+    out.push("|---:|---|---|".into());
+    for x in r.runs.iter().filter(|x| x.case == "bulk") {
+        out.push(format!(
+            "| {} | {} | {} |",
+            x.rep + 1,
+            if x.inline { "on" } else { "off" },
+            per_step(&x.retrans_series, c.step_s)
         ));
     }
     out.push(String::new());
@@ -171,4 +189,21 @@ fn table(r: &InlineBenchReport) -> String {
         }
     }
     out.join("\n")
+}
+
+/// A cumulative once-a-second series cut into steps of `step_s`: what each step added.
+fn per_step(series: &[u32], step_s: f64) -> String {
+    let step = (step_s.round() as usize).max(1);
+    let mut prev = 0;
+    let mut parts = Vec::new();
+    for chunk_end in (step..=series.len()).step_by(step) {
+        let v = series[chunk_end - 1];
+        parts.push((v.saturating_sub(prev)).to_string());
+        prev = v;
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
 }
