@@ -191,19 +191,36 @@ fn table(r: &InlineBenchReport) -> String {
     out.join("\n")
 }
 
-/// A cumulative once-a-second series cut into steps of `step_s`: what each step added.
+/// A cumulative once-a-second series cut into steps of `step_s`: what each step added (a last,
+/// shorter step too: the samples start 1 s in, so a run may have one fewer than its seconds).
 fn per_step(series: &[u32], step_s: f64) -> String {
     let step = (step_s.round() as usize).max(1);
     let mut prev = 0;
-    let mut parts = Vec::new();
-    for chunk_end in (step..=series.len()).step_by(step) {
-        let v = series[chunk_end - 1];
-        parts.push((v.saturating_sub(prev)).to_string());
-        prev = v;
-    }
+    let parts: Vec<String> = series
+        .chunks(step)
+        .map(|c| {
+            let v = *c.last().expect("chunks are not empty");
+            let added = v.saturating_sub(prev);
+            prev = v;
+            added.to_string()
+        })
+        .collect();
     if parts.is_empty() {
         "-".into()
     } else {
         parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_step;
+
+    #[test]
+    fn retransmits_cut_into_steps() {
+        assert_eq!(per_step(&[1, 2, 3, 4, 5, 6], 2.0), "2, 2, 2");
+        // A last step one sample short still counts.
+        assert_eq!(per_step(&[0, 5, 5, 9, 12], 2.0), "5, 4, 3");
+        assert_eq!(per_step(&[], 60.0), "-");
     }
 }
