@@ -124,12 +124,12 @@ fn table(r: &InlineBenchReport) -> String {
         String::new(),
         "Every run:".into(),
         String::new(),
-        "| case | run | inline | throughput (Mbit/s) | retransmits | RTOs | bottleneck (Mbit/s) | srtt (ms) | cwnd ≥ 4N | estimates | per s | per 2 RTT | median err | p90 err | delivery rate (Mbit/s) | inline median (Mbit/s) |".into(),
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
+        "| case | run | inline | throughput (Mbit/s) | retransmits | RTOs | bottleneck (Mbit/s) | srtt (ms) | cwnd ≥ 4N | estimates | per s | per 2 RTT | median err | p90 err | delivery rate (Mbit/s) | inline median (Mbit/s) | ACK line late p99 / max (µs) |".into(),
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
     ]);
     for x in &r.runs {
         out.push(format!(
-            "| {} | {} | {} | {:.1} | {} | {} | {:.1} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.1} | {} | {} | {:.1} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {} |",
             x.case,
             x.rep + 1,
             if x.inline { "on" } else { "off" },
@@ -149,6 +149,24 @@ fn table(r: &InlineBenchReport) -> String {
                 .map_or("-".into(), |v| format!("{v:.1}")),
             x.inline_median_mbit
                 .map_or("-".into(), |v| format!("{v:.1}")),
+            x.ack_line_late_us
+                .map_or("-".into(), |l| format!("{:.0} / {:.0}", l[1], l[2])),
+        ));
+    }
+    out.push(String::new());
+    out.push(format!(
+        "Retransmits per {} s (the flow's `tcpi_total_retrans` sampled once a second), bulk runs:",
+        c.step_s
+    ));
+    out.push(String::new());
+    out.push("| run | inline | per step |".into());
+    out.push("|---:|---|---|".into());
+    for x in r.runs.iter().filter(|x| x.case == "bulk") {
+        out.push(format!(
+            "| {} | {} | {} |",
+            x.rep + 1,
+            if x.inline { "on" } else { "off" },
+            per_step(&x.retrans_series, c.step_s)
         ));
     }
     out.push(String::new());
@@ -171,4 +189,38 @@ fn table(r: &InlineBenchReport) -> String {
         }
     }
     out.join("\n")
+}
+
+/// A cumulative once-a-second series cut into steps of `step_s`: what each step added (a last,
+/// shorter step too: the samples start 1 s in, so a run may have one fewer than its seconds).
+fn per_step(series: &[u32], step_s: f64) -> String {
+    let step = (step_s.round() as usize).max(1);
+    let mut prev = 0;
+    let parts: Vec<String> = series
+        .chunks(step)
+        .map(|c| {
+            let v = *c.last().expect("chunks are not empty");
+            let added = v.saturating_sub(prev);
+            prev = v;
+            added.to_string()
+        })
+        .collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_step;
+
+    #[test]
+    fn retransmits_cut_into_steps() {
+        assert_eq!(per_step(&[1, 2, 3, 4, 5, 6], 2.0), "2, 2, 2");
+        // A last step one sample short still counts.
+        assert_eq!(per_step(&[0, 5, 5, 9, 12], 2.0), "5, 4, 3");
+        assert_eq!(per_step(&[], 60.0), "-");
+    }
 }

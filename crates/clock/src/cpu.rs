@@ -53,3 +53,15 @@ pub fn pin_to_pacer_cpu() {
         set_affinity(&one);
     }
 }
+
+/// Ask for real-time (`SCHED_FIFO`) scheduling of the calling thread at `priority` (1–99).
+/// Needs CAP_SYS_NICE; without it the thread runs on under the normal scheduler (returns false).
+/// For threads whose lateness is the measurement's error, e.g. a testbed delay line: under the
+/// normal scheduler a busy core delays them by whole time slices (milliseconds).
+pub fn try_realtime(priority: i32) -> bool {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: sched_setscheduler on the calling thread (pid 0) with a valid param.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+}

@@ -160,6 +160,12 @@ pub struct RunRow {
     /// Median inline estimate in the app-limited case, Mbit/s.
     pub inline_median_mbit: Option<f64>,
     pub counters: Option<mgrp_estimate::inline::InlineCounters>,
+    /// The flow's retransmissions so far (`tcpi_total_retrans`), once a second: where in the
+    /// run they happen (slow start, each step, evenly).
+    pub retrans_series: Vec<u32>,
+    /// The reverse path's delay line (the ACKs' 180 ms): its release lateness p50, p99 and
+    /// max in µs, the echoes' jitter from the testbed itself.
+    pub ack_line_late_us: Option<[f64; 3]>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -363,6 +369,7 @@ fn one_run(
                         i.tcpi_delivery_rate as f64 * 8.0,
                         i.tcpi_rtt as f64 / 1e3,
                         i.tcpi_snd_cwnd,
+                        i.tcpi_total_retrans,
                     ));
                 }
             }
@@ -399,6 +406,10 @@ fn one_run(
         g.stop()?;
     }
     let truth = sampler.stop()?;
+    // The reverse path's delay line carries the echoes: its lateness is their jitter.
+    let ack_line_late_us = tb
+        .delay_stats()
+        .map(|d| [d.late_us_p50, d.late_us_p99, d.late_us_max]);
     let status: Option<FlowStatus> = match engine {
         Some(e) => spawn_in(&tb.ns(Role::Snd), "inline-stop", move || {
             let f = e.flows().into_iter().find(|f| f.flow.remote.port() == PORT);
@@ -479,6 +490,8 @@ fn one_run(
         inline_median_mbit: quantile(&history.iter().map(|x| x.1).collect::<Vec<_>>(), 0.5)
             .map(|v| v / 1e6),
         counters: status.map(|f| f.counters),
+        retrans_series: rates.iter().map(|r| r.3).collect(),
+        ack_line_late_us,
     })
 }
 
