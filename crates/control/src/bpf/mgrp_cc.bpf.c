@@ -334,10 +334,35 @@ struct tcp_congestion_ops mgrp_bg = {
 
 /* ---- full-speed ---- */
 
+/* With a fresh estimate and an RTT sample (the handshake's), start at V paced at 1.2·A rather
+ * than slow-starting toward it from the initial window: the estimate already says what slow
+ * start would find (7–8 RTTs on a 100 Mbit/s, 200 ms path), and overshooting it loses up to a
+ * window. The kernel paces the socket itself (no fq here) once pacing is marked needed; from
+ * the first ack on it sets the rate from cwnd/srtt as usual. */
+static __always_inline void fs_jump_start(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct mgrp_path *p = fresh_path(sk, bpf_ktime_get_ns());
+	__u32 v, w;
+
+	if (!p || !(p->flags & MGRP_PATH_JUMP))
+		return;
+	v = mgrp_fs_target(p->avail_bps, base_rtt_us(tp), tp->mss_cache);
+	w = mgrp_fs_jump_cwnd(tp->snd_cwnd, v, tp->snd_cwnd_clamp);
+	if (w <= tp->snd_cwnd)
+		return;
+	tp->snd_cwnd = w;
+	tp->snd_ssthresh = w;
+	if (sk->sk_pacing_status == SK_PACING_NONE)
+		sk->sk_pacing_status = SK_PACING_NEEDED;
+	sk->sk_pacing_rate = mgrp_fs_jump_pacing(p->avail_bps);
+}
+
 SEC("struct_ops")
 void BPF_PROG(mgrp_fs_init, struct sock *sk)
 {
 	count_open(MGRP_MODE_FS, sk);
+	fs_jump_start(sk);
 }
 
 SEC("struct_ops")
