@@ -370,7 +370,10 @@ fn full_speed_jump_starts_at_v() {
         "cwnd {cwnd}, V {v}"
     );
     let (_, cwnd, _, _) = first_cwnd(false, 7411);
-    assert!(cwnd <= 10, "without jump start the flow starts at the initial window: {cwnd}");
+    assert!(
+        cwnd <= 10,
+        "without jump start the flow starts at the initial window: {cwnd}"
+    );
 }
 
 /// The lift: a background flow capped by a stale, low estimate on an empty path (20 Mbit/s,
