@@ -370,8 +370,9 @@ fn full_speed_jump_starts_at_v() {
         "cwnd {cwnd}, V {v}"
     );
     let (_, cwnd, _, _) = first_cwnd(false, 7411);
+    // One RTT of slow start at most from the initial window of 10.
     assert!(
-        cwnd <= 10,
+        cwnd <= 20,
         "without jump start the flow starts at the initial window: {cwnd}"
     );
 }

@@ -63,7 +63,7 @@ struct mgrp_ca {
 	__s32 lift;		/* background: packets the limit is moved from the estimate's cap */
 	__u64 round_start_ns;	/* background: the current round (one base RTT) began */
 	__u32 round_min_rtt_us;	/* background: smallest RTT sample of the round, 0: none */
-	__u32 pad;
+	__u32 jump_rtt_us;	/* full-speed: the RTT a jump-started window was sized with, 0: none */
 	__u64 entry_ns;		/* background: the map entry the lift was found under */
 	__u64 bw_cur;		/* full-speed: largest delivery rate (bit/s) of this slot */
 	__u64 bw_prev;		/* full-speed: of the slot before */
@@ -353,6 +353,7 @@ static __always_inline void fs_jump_start(struct sock *sk)
 		return;
 	tp->snd_cwnd = w;
 	tp->snd_ssthresh = w;
+	ca_of(sk)->jump_rtt_us = base_rtt_us(tp);
 	if (sk->sk_pacing_status == SK_PACING_NONE)
 		sk->sk_pacing_status = SK_PACING_NEEDED;
 	sk->sk_pacing_rate = mgrp_fs_jump_pacing(p->avail_bps);
@@ -401,6 +402,13 @@ void BPF_PROG(mgrp_fs_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 
 	count_own_bytes(sk, acked);
 	count_ack(MGRP_MODE_FS, sk, acked, !p);
+	/* A jump-started window follows the path's minimum RTT down from the handshake's. */
+	if (ca->jump_rtt_us && base < ca->jump_rtt_us) {
+		tp->snd_cwnd = mgrp_fs_jump_rescale(tp->snd_cwnd, ca->jump_rtt_us, base);
+		if (tp->snd_ssthresh > tp->snd_cwnd)
+			tp->snd_ssthresh = tp->snd_cwnd;
+		ca->jump_rtt_us = base;
+	}
 	if (!cwnd_limited(tp))
 		return;
 	/* Slow start is kept (seed: only congestion avoidance changes), but ends at the fresh

@@ -175,6 +175,18 @@ MGRP_INLINE __u32 mgrp_fs_jump_cwnd(__u32 cwnd, __u32 target, __u32 clamp)
 	return clamp && target > clamp ? (clamp > cwnd ? clamp : cwnd) : target;
 }
 
+/* Full-speed: a jump-started window sized with the handshake's RTT, once the path's minimum RTT
+ * is found lower (the SYN met a queue, or a delay line under load): scaled by min/used, so that
+ * it stays what A·RTT/M gives with the better RTT, never under 2. Unchanged otherwise. */
+MGRP_INLINE __u32 mgrp_fs_jump_rescale(__u32 cwnd, __u32 rtt_used_us, __u32 rtt_now_us)
+{
+	__u64 w;
+	if (rtt_used_us == 0 || rtt_now_us == 0 || rtt_now_us >= rtt_used_us)
+		return cwnd;
+	w = (__u64)cwnd * rtt_now_us / rtt_used_us;
+	return w > 2 ? (__u32)w : 2;
+}
+
 /* Full-speed: the pacing rate (bytes/s) of a jump-started window, 1.2·A as the kernel paces a
  * window in congestion avoidance (tcp_update_pacing_rate), so that V packets spread over most
  * of an RTT rather than leaving as one burst into the queue. */
