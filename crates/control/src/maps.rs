@@ -52,6 +52,8 @@ pub struct PathEntry {
 
 /// `PathEntry::flags`: lift the background cap while the path shows no queue.
 pub const PATH_PROBE: u32 = 1;
+/// `PathEntry::flags`: full-speed connections start at V (jump start).
+pub const PATH_JUMP: u32 = 2;
 
 /// How the agent sets the modes' parameters; the defaults are the seed's, except below the
 /// threshold (see [`PathParams::default`]).
@@ -65,6 +67,14 @@ pub struct PathParams {
     /// Background: while capped and the path shows no queueing delay, lift the cap by 1/16 per
     /// RTT; halve the lift at each round with a queue (not in the seed; see `rules.h`).
     pub probe: bool,
+    /// Full-speed: a new connection with a fresh estimate starts at V, paced at 1.2·A, instead
+    /// of slow-starting toward it (not in the seed; see `rules.h`).
+    #[serde(default = "yes")]
+    pub jump_start: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for PathParams {
@@ -82,6 +92,7 @@ impl Default for PathParams {
             h: 100,
             max_age: Duration::from_secs(10),
             probe: true,
+            jump_start: true,
         }
     }
 }
@@ -93,6 +104,7 @@ impl PathParams {
             threshold_pkts: 25,
             floor_pkts: 0,
             probe: false,
+            jump_start: false,
             ..Default::default()
         }
     }
@@ -120,7 +132,8 @@ impl PathParams {
             threshold_pkts: self.threshold_pkts,
             floor_pkts: self.floor_pkts,
             h: self.h,
-            flags: if self.probe { PATH_PROBE } else { 0 },
+            flags: if self.probe { PATH_PROBE } else { 0 }
+                | if self.jump_start { PATH_JUMP } else { 0 },
             reserved: 0,
         }
     }
@@ -199,7 +212,7 @@ mod tests {
         .validate()
         .is_err());
         assert!(PathParams::seed().validate().is_ok());
-        assert_eq!(e.flags, PATH_PROBE);
+        assert_eq!(e.flags, PATH_PROBE | PATH_JUMP);
         assert_eq!(PathParams::seed().entry(1e6, 0).flags, 0);
     }
 }

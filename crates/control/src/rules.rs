@@ -21,6 +21,9 @@ mod ffi {
         pub fn mgrp_host_bg_limit(cap: u32, lift: i32) -> u32;
         pub fn mgrp_host_delivery_bps(delivered: u32, interval_us: u32, mss: u32) -> u64;
         pub fn mgrp_host_fs_ssthresh(ssthresh: u32, target: u32) -> u32;
+        pub fn mgrp_host_fs_jump_cwnd(cwnd: u32, target: u32, clamp: u32) -> u32;
+        pub fn mgrp_host_fs_jump_pacing(avail_bps: u64) -> u64;
+        pub fn mgrp_host_fs_jump_rescale(cwnd: u32, rtt_used: u32, rtt_now: u32) -> u32;
         pub fn mgrp_host_ledbat_off_target_milli(qdelay_us: u32, target_us: u32) -> i64;
         pub fn mgrp_host_mpat_on_ack(cwnd: u32, ssthresh: u32, acked: u32) -> u32;
         pub fn mgrp_host_mpat_may_halve(now: u64, last: u64, rtt: u64) -> i32;
@@ -112,6 +115,24 @@ pub fn delivery_bps(delivered_pkts: u32, interval_us: u32, mss: u32) -> u64 {
 pub fn fs_ssthresh(ssthresh: u32, target: u32) -> u32 {
     // SAFETY: as above.
     unsafe { ffi::mgrp_host_fs_ssthresh(ssthresh, target) }
+}
+
+/// Full-speed: the window a new connection starts with when a fresh estimate gives V.
+pub fn fs_jump_cwnd(cwnd: u32, target: u32, clamp: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_fs_jump_cwnd(cwnd, target, clamp) }
+}
+
+/// Full-speed: a jump-started window rescaled to a lower minimum RTT than it was sized with.
+pub fn fs_jump_rescale(cwnd: u32, rtt_used_us: u32, rtt_now_us: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_fs_jump_rescale(cwnd, rtt_used_us, rtt_now_us) }
+}
+
+/// Full-speed: the pacing rate (bytes/s) of a jump-started window.
+pub fn fs_jump_pacing(avail_bps: u64) -> u64 {
+    // SAFETY: as above.
+    unsafe { ffi::mgrp_host_fs_jump_pacing(avail_bps) }
 }
 
 /// LEDBAT's off_target in thousandths, clamped to [−1000, 1000].
@@ -334,6 +355,31 @@ mod tests {
         assert_eq!(fs_ssthresh(500, 1726), 500);
         assert_eq!(fs_ssthresh(500, 0), 500);
         assert_eq!(fs_ssthresh(500, 1), 2);
+    }
+
+    #[test]
+    fn jump_start_is_v_paced_at_a() {
+        // 100 Mbit/s over 200 ms with 1448 B segments: V = 1726 packets, from the seed's formula.
+        let v = fs_target(100_000_000, 200_000, MSS);
+        assert_eq!(v, (100e6 * 0.2 / 8.0 / 1448.0) as u32);
+        assert_eq!(fs_jump_cwnd(10, v, u32::MAX), v);
+        // Never lowers a window, never without V, never past the clamp.
+        assert_eq!(fs_jump_cwnd(2000, v, u32::MAX), 2000);
+        assert_eq!(fs_jump_cwnd(10, 0, u32::MAX), 10);
+        assert_eq!(fs_jump_cwnd(10, v, 1000), 1000);
+        assert_eq!(fs_jump_cwnd(10, v, 0), v);
+        assert_eq!(fs_jump_cwnd(10, v, 5), 10);
+        // 1.2·A in bytes/s: 15 MB/s at 100 Mbit/s; no overflow at the largest rate.
+        assert_eq!(fs_jump_pacing(100_000_000), 15_000_000);
+        assert_eq!(fs_jump_pacing(u64::MAX), u64::MAX / 8 * 6 / 5);
+        // A handshake RTT of 490 ms on a 100 ms path (seen under load): V 677 → 138, the
+        // seed's V with the true RTT; a higher or equal RTT, or none, changes nothing.
+        let high = fs_target(16_000_000, 490_000, MSS);
+        assert_eq!(high, 676);
+        assert_eq!(fs_jump_rescale(high, 490_000, 100_000), 137);
+        assert_eq!(fs_jump_rescale(138, 100_000, 120_000), 138);
+        assert_eq!(fs_jump_rescale(138, 0, 100_000), 138);
+        assert_eq!(fs_jump_rescale(3, 100_000, 1_000), 2);
     }
 
     #[test]

@@ -47,6 +47,7 @@
 //! threshold_pkts = 0                     # background: cap only above this window (seed: 25)
 //! floor_pkts = 2                         # background: below it, cap at no less (seed: 0)
 //! probe = true                           # background: lift the cap while the path has no queue
+//! jump_start = true                      # full-speed: a new connection starts at V, paced
 //! correct_own_rate = true                # add background flows' own rate back to A
 //! passive = false                        # Wren estimates feed their flow's destination too
 //! max_destinations = 256                 # map entries the agent keeps
@@ -288,6 +289,7 @@ struct RawTransfer {
     threshold_pkts: Option<i64>,
     floor_pkts: Option<i64>,
     probe: Option<bool>,
+    jump_start: Option<bool>,
     correct_own_rate: Option<bool>,
     passive: Option<bool>,
     max_destinations: Option<i64>,
@@ -633,6 +635,7 @@ fn parse_params(t: &RawTransfer) -> Result<PathParams, String> {
         threshold_pkts: pkts("threshold_pkts", t.threshold_pkts, d.threshold_pkts)?,
         floor_pkts: pkts("floor_pkts", t.floor_pkts, d.floor_pkts)?,
         probe: t.probe.unwrap_or(d.probe),
+        jump_start: t.jump_start.unwrap_or(d.jump_start),
     };
     p.validate()?;
     Ok(p)
@@ -896,6 +899,7 @@ mod tests {
             threshold_pkts = 25
             floor_pkts = 0
             probe = false
+            jump_start = false
             correct_own_rate = false
             passive = true
             max_destinations = 8
@@ -914,6 +918,7 @@ mod tests {
                 threshold_pkts: 25,
                 floor_pkts: 0,
                 probe: false,
+                jump_start: false,
             }
         );
         assert!(!t.feed.correct_own_rate && t.passive);

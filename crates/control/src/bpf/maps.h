@@ -28,6 +28,8 @@ struct mgrp_path {
 
 /* Background: lift the cap while the path shows no queue (the estimate is stale). */
 #define MGRP_PATH_PROBE 1
+/* Full-speed: a new connection starts at V, paced at 1.2·A (jump start). */
+#define MGRP_PATH_JUMP 2
 
 /* Per mode; the agent reads them for its metrics. */
 struct mgrp_mode_stats {

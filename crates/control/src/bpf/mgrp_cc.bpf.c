@@ -63,7 +63,7 @@ struct mgrp_ca {
 	__s32 lift;		/* background: packets the limit is moved from the estimate's cap */
 	__u64 round_start_ns;	/* background: the current round (one base RTT) began */
 	__u32 round_min_rtt_us;	/* background: smallest RTT sample of the round, 0: none */
-	__u32 pad;
+	__u32 jump_rtt_us;	/* full-speed: the RTT a jump-started window was sized with, 0: none */
 	__u64 entry_ns;		/* background: the map entry the lift was found under */
 	__u64 bw_cur;		/* full-speed: largest delivery rate (bit/s) of this slot */
 	__u64 bw_prev;		/* full-speed: of the slot before */
@@ -334,10 +334,36 @@ struct tcp_congestion_ops mgrp_bg = {
 
 /* ---- full-speed ---- */
 
+/* With a fresh estimate and an RTT sample (the handshake's), start at V paced at 1.2·A rather
+ * than slow-starting toward it from the initial window: the estimate already says what slow
+ * start would find (7–8 RTTs on a 100 Mbit/s, 200 ms path), and overshooting it loses up to a
+ * window. The kernel paces the socket itself (no fq here) once pacing is marked needed; from
+ * the first ack on it sets the rate from cwnd/srtt as usual. */
+static __always_inline void fs_jump_start(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct mgrp_path *p = fresh_path(sk, bpf_ktime_get_ns());
+	__u32 v, w;
+
+	if (!p || !(p->flags & MGRP_PATH_JUMP))
+		return;
+	v = mgrp_fs_target(p->avail_bps, base_rtt_us(tp), tp->mss_cache);
+	w = mgrp_fs_jump_cwnd(tp->snd_cwnd, v, tp->snd_cwnd_clamp);
+	if (w <= tp->snd_cwnd)
+		return;
+	tp->snd_cwnd = w;
+	tp->snd_ssthresh = w;
+	ca_of(sk)->jump_rtt_us = base_rtt_us(tp);
+	if (sk->sk_pacing_status == SK_PACING_NONE)
+		sk->sk_pacing_status = SK_PACING_NEEDED;
+	sk->sk_pacing_rate = mgrp_fs_jump_pacing(p->avail_bps);
+}
+
 SEC("struct_ops")
 void BPF_PROG(mgrp_fs_init, struct sock *sk)
 {
 	count_open(MGRP_MODE_FS, sk);
+	fs_jump_start(sk);
 }
 
 SEC("struct_ops")
@@ -376,6 +402,13 @@ void BPF_PROG(mgrp_fs_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 
 	count_own_bytes(sk, acked);
 	count_ack(MGRP_MODE_FS, sk, acked, !p);
+	/* A jump-started window follows the path's minimum RTT down from the handshake's. */
+	if (ca->jump_rtt_us && base < ca->jump_rtt_us) {
+		tp->snd_cwnd = mgrp_fs_jump_rescale(tp->snd_cwnd, ca->jump_rtt_us, base);
+		if (tp->snd_ssthresh > tp->snd_cwnd)
+			tp->snd_ssthresh = tp->snd_cwnd;
+		ca->jump_rtt_us = base;
+	}
 	if (!cwnd_limited(tp))
 		return;
 	/* Slow start is kept (seed: only congestion avoidance changes), but ends at the fresh

@@ -164,6 +164,37 @@ MGRP_INLINE __u32 mgrp_fs_ss_exit(__u32 ssthresh, __u32 target)
 	return ssthresh > target ? target : ssthresh;
 }
 
+/* Full-speed: the window a new connection starts with when a fresh estimate gives V (packets):
+ * V itself, paced at A, instead of slow-starting from the initial window (7–8 RTTs to a 100
+ * Mbit/s, 200 ms path). Never lower than the window it has; V = 0 (no estimate or no RTT yet)
+ * leaves it; at most `clamp` (the socket's snd_cwnd_clamp). */
+MGRP_INLINE __u32 mgrp_fs_jump_cwnd(__u32 cwnd, __u32 target, __u32 clamp)
+{
+	if (target <= cwnd)
+		return cwnd;
+	return clamp && target > clamp ? (clamp > cwnd ? clamp : cwnd) : target;
+}
+
+/* Full-speed: a jump-started window sized with the handshake's RTT, once the path's minimum RTT
+ * is found lower (the SYN met a queue, or a delay line under load): scaled by min/used, so that
+ * it stays what A·RTT/M gives with the better RTT, never under 2. Unchanged otherwise. */
+MGRP_INLINE __u32 mgrp_fs_jump_rescale(__u32 cwnd, __u32 rtt_used_us, __u32 rtt_now_us)
+{
+	__u64 w;
+	if (rtt_used_us == 0 || rtt_now_us == 0 || rtt_now_us >= rtt_used_us)
+		return cwnd;
+	w = (__u64)cwnd * rtt_now_us / rtt_used_us;
+	return w > 2 ? (__u32)w : 2;
+}
+
+/* Full-speed: the pacing rate (bytes/s) of a jump-started window, 1.2·A as the kernel paces a
+ * window in congestion avoidance (tcp_update_pacing_rate), so that V packets spread over most
+ * of an RTT rather than leaving as one burst into the queue. */
+MGRP_INLINE __u64 mgrp_fs_jump_pacing(__u64 avail_bps)
+{
+	return avail_bps / 8 * 6 / 5;
+}
+
 /* LEDBAT (RFC 6817 §2.4.2): off_target = (TARGET − queuing_delay)/TARGET in thousandths,
  * clamped to [−1000, 1000] so that one RTT never takes more than one packet off the window
  * (the RFC leaves the decrease's bound to the implementation). */

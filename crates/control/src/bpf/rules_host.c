@@ -20,6 +20,9 @@ __s32 mgrp_host_bg_lift_next(__s32 lift, __u32 cap, __u32 rmin, __u32 base, int 
 __u32 mgrp_host_bg_limit(__u32 cap, __s32 lift) { return mgrp_bg_limit(cap, lift); }
 __u64 mgrp_host_delivery_bps(__u32 d, __u32 i, __u32 mss) { return mgrp_delivery_bps(d, i, mss); }
 __u32 mgrp_host_fs_ssthresh(__u32 s, __u32 v) { return mgrp_fs_ss_exit(s, v); }
+__u32 mgrp_host_fs_jump_cwnd(__u32 c, __u32 v, __u32 k) { return mgrp_fs_jump_cwnd(c, v, k); }
+__u32 mgrp_host_fs_jump_rescale(__u32 c, __u32 u, __u32 n) { return mgrp_fs_jump_rescale(c, u, n); }
+__u64 mgrp_host_fs_jump_pacing(__u64 a) { return mgrp_fs_jump_pacing(a); }
 __s64 mgrp_host_ledbat_off_target_milli(__u32 qd, __u32 t)
 {
 	return mgrp_ledbat_off_target_milli(qd, t);

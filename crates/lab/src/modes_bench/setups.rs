@@ -29,6 +29,10 @@ pub struct FeedSchedule {
     pub every: Duration,
     /// `[transfer]` `max_age`: entries older than this are not acted on.
     pub max_age: Duration,
+    /// `max_age` for full-speed flows: longer than the 20–30 s between the estimates `auto`
+    /// finishes on the 100 Mbit/s, 200 ms path (each needs several 200 ms rounds), so that a
+    /// flow never starts on a stale entry and slow-starts as Reno into a loss of a window.
+    pub full_speed_max_age: Duration,
     /// `[[path]]` `budget`: probe bytes per minute.
     pub budget: &'static str,
 }
@@ -43,6 +47,7 @@ impl Default for FeedSchedule {
             method: "auto".into(),
             every: Duration::from_secs(2),
             max_age: Duration::from_secs(10),
+            full_speed_max_age: Duration::from_secs(60),
             budget: "40mb",
         }
     }
@@ -149,12 +154,17 @@ impl Drop for AgentFeed {
 }
 
 fn service_config(peer: SocketAddr, mode: Mode, sch: &FeedSchedule) -> String {
+    let max_age = if mode == Mode::FullSpeed {
+        sch.full_speed_max_age
+    } else {
+        sch.max_age
+    };
     format!(
         "[[path]]\npeer = \"{peer}\"\nmethod = \"{}\"\nevery = \"{}ms\"\nbudget = \"{}\"\n\n[transfer]\nmodes = [\"{mode}\"]\nmax_age = \"{}ms\"\n",
         sch.method,
         sch.every.as_millis(),
         sch.budget,
-        sch.max_age.as_millis(),
+        max_age.as_millis(),
     )
 }
 
