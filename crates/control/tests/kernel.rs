@@ -257,13 +257,9 @@ fn bulk_flow(
     samples
 }
 
-/// Full-speed against Reno in congestion avoidance (the route's `ssthresh lock 10` ends slow start
-/// at once): Reno adds one packet per RTT; mgrp_fs adds max(1, h(1 − cwnd/V)) and reaches
-/// V = A·RTT/M within a few RTTs. 20 Mbit/s, RTT ≈ 100 ms, A = 16 Mbit/s → V ≈ 138 packets.
-#[test]
-fn full_speed_grows_toward_v_where_reno_crawls() {
-    use mgrp_testbed::{netns, DelayMode, Role, Testbed, TestbedConfig};
-    let Some(_k) = serial() else { return };
+/// The full-speed tests' path: 20 Mbit/s, RTT ≈ 100 ms (delay line), `mgrp_fs` loaded.
+fn full_speed_rig() -> (mgrp_testbed::Testbed, Controls) {
+    use mgrp_testbed::{DelayMode, Testbed, TestbedConfig};
     let tb = Testbed::up(
         TestbedConfig {
             capacity_bps: 20_000_000,
@@ -273,7 +269,17 @@ fn full_speed_grows_toward_v_where_reno_crawls() {
         DelayMode::Thread,
     )
     .unwrap();
-    let c = Controls::load(&[Mode::FullSpeed]).unwrap();
+    (tb, Controls::load(&[Mode::FullSpeed]).unwrap())
+}
+
+/// Full-speed against Reno in congestion avoidance (the route's `ssthresh lock 10` ends slow start
+/// at once): Reno adds one packet per RTT; mgrp_fs adds max(1, h(1 − cwnd/V)) and reaches
+/// V = A·RTT/M within a few RTTs. 20 Mbit/s, RTT ≈ 100 ms, A = 16 Mbit/s → V ≈ 138 packets.
+#[test]
+fn full_speed_grows_toward_v_where_reno_crawls() {
+    use mgrp_testbed::{netns, Role};
+    let Some(_k) = serial() else { return };
+    let (tb, c) = full_speed_rig();
     let snd = tb.ns(Role::Snd);
     route_to_rcv(&snd, &["ssthresh", "lock", "10"]);
     // The kernel ignores the route's ssthresh unless told to use saved metrics.
@@ -328,18 +334,9 @@ fn full_speed_grows_toward_v_where_reno_crawls() {
 /// in congestion avoidance at V the window grows by one packet per RTT at most.
 #[test]
 fn full_speed_jump_starts_at_v() {
-    use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
+    use mgrp_testbed::Role;
     let Some(_k) = serial() else { return };
-    let tb = Testbed::up(
-        TestbedConfig {
-            capacity_bps: 20_000_000,
-            delay: Some(Duration::from_millis(100)),
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .unwrap();
-    let c = Controls::load(&[Mode::FullSpeed]).unwrap();
+    let (tb, c) = full_speed_rig();
     let rcv: IpAddr = Role::Rcv.addr().parse().unwrap();
     let first_cwnd = |jump_start: bool, port: u16| {
         let params = PathParams {
