@@ -776,6 +776,23 @@ mod tests {
         assert_eq!(fast.quality.method, "slops-fast");
     }
 
+    /// Train `id` as the engine reports it: sent as `sends` say, received as `arrivals` say.
+    fn observed(
+        id: u32,
+        t: &TrainSpec,
+        sends: &[mgrp_train::SendRecord],
+        arrivals: &[mgrp_train::Arrival],
+    ) -> TrainResult {
+        TrainResult::assemble(
+            id,
+            "test".into(),
+            t,
+            mgrp_train::MonoNs(0),
+            sends,
+            Some((arrivals, false)),
+        )
+    }
+
     /// An elastic sender ended the stream after 40 of its 100 probes (no riders left): the
     /// probes that left kept the stream's rate, so it is evidence, not a mis-paced stream.
     #[test]
@@ -798,14 +815,7 @@ mod tests {
                 rx_ns: mgrp_train::WallNs(t.offsets()[i] + 1000),
             })
             .collect();
-        let obs = TrainResult::assemble(
-            1,
-            "test".into(),
-            &t,
-            mgrp_train::MonoNs(0),
-            &sends,
-            Some((&arrivals, false)),
-        );
+        let obs = observed(1, &t, &sends, &arrivals);
         assert!(!stream_mispaced(&obs));
         s.handle_train(1, &obs);
         assert_eq!((s.streams, s.not, s.resends), (1, 1, 0));
@@ -834,14 +844,7 @@ mod tests {
                 rx_ns: mgrp_train::WallNs(2 * o + 1000),
             })
             .collect();
-        let mut obs = TrainResult::assemble(
-            1,
-            "test".into(),
-            &t,
-            mgrp_train::MonoNs(0),
-            &sends,
-            Some((&arrivals, false)),
-        );
+        let mut obs = observed(1, &t, &sends, &arrivals);
         obs.stats.flagged = true;
         assert!(stream_mispaced(&obs));
         s.handle_train(1, &obs);
@@ -858,14 +861,7 @@ mod tests {
                 ..*a
             })
             .collect();
-        let obs = TrainResult::assemble(
-            2,
-            "test".into(),
-            &t,
-            mgrp_train::MonoNs(0),
-            &sends,
-            Some((&rising, false)),
-        );
+        let obs = observed(2, &t, &sends, &rising);
         s.handle_train(2, &obs);
         assert_eq!((s.streams, s.inc, s.resends), (1, 1, 0));
         assert_eq!(s.mispaced(), (1, 1));

@@ -5,6 +5,7 @@
 use crate::rig::{agent_at_rcv, connect};
 use crate::{Error, Result};
 use mgrp_engine::auth::Key;
+use mgrp_engine::client::Session;
 use mgrp_engine::daemon::Agent;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::methods::Method;
@@ -14,7 +15,7 @@ use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{Role, Testbed};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -81,15 +82,7 @@ impl LiveEstimates {
     /// Start an agent in rcv and keep estimating from snd with `method` (capacity once, then
     /// available bandwidth again and again) until `end` or `halt`.
     pub fn start(tb: &Testbed, method: Method, end: Instant) -> Result<LiveEstimates> {
-        let key = Key::random();
-        let (agent, listen) = agent_at_rcv(tb, &key)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tx, results) = channel();
-        let stop2 = stop.clone();
-        let thread = spawn_in(&tb.ns(Role::Snd), "estimator", move || {
-            let fail = |e: String| mgrp_testbed::Error::Setup(format!("estimator: {e}"));
-            let mut s = connect(listen, &key).map_err(|e| fail(e.to_string()))?;
-            let halted = || stop2.load(Ordering::Relaxed);
+        Self::spawn(tb, "estimator", move |s, halted, tx| {
             let report = |kind, start_ns, end_ns, estimate| {
                 let _ = tx.send(Measured {
                     kind,
@@ -101,9 +94,9 @@ impl LiveEstimates {
             let mut capacity = None;
             while !halted() && Instant::now() < end {
                 let t0 = mgrp_clock::now_ns();
-                let mut est = method.build(capacity).map_err(|e| fail(e.to_string()))?;
-                let e = run_estimator(&mut s, &mut est, end, halted, |_| {})
-                    .map_err(|e| fail(e.to_string()))?;
+                let mut est = method.build(capacity).map_err(|e| e.to_string())?;
+                let e =
+                    run_estimator(s, &mut est, end, halted, |_| {}).map_err(|e| e.to_string())?;
                 let now = mgrp_clock::now_ns();
                 // The method's own run starts after the capacity step (if it had one).
                 let from = est.method_start_ns().unwrap_or(t0);
@@ -127,12 +120,6 @@ impl LiveEstimates {
                 }
             }
             Ok(())
-        })?;
-        Ok(LiveEstimates {
-            stop,
-            results,
-            thread: Some(thread),
-            _agent: agent,
         })
     }
 
@@ -140,21 +127,13 @@ impl LiveEstimates {
     /// 2% ceiling; the acquiring search measures C) until `end` or `halt`: every round that
     /// concludes is reported as a `tracked` estimate of the second before it.
     pub fn start_tracking(tb: &Testbed, end: Instant) -> Result<LiveEstimates> {
-        let key = Key::random();
-        let (agent, listen) = agent_at_rcv(tb, &key)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tx, results) = channel();
-        let stop2 = stop.clone();
-        let thread = spawn_in(&tb.ns(Role::Snd), "tracker", move || {
-            let fail = |e: String| mgrp_testbed::Error::Setup(format!("tracker: {e}"));
-            let mut s = connect(listen, &key).map_err(|e| fail(e.to_string()))?;
-            let halted = || stop2.load(Ordering::Relaxed);
+        Self::spawn(tb, "tracker", move |s, halted, tx| {
             // Round mode: this loop starts each round when the ceiling lets it.
             let mut t = Tracker::new(TrackParams {
                 continuous: false,
                 ..TrackParams::default()
             })
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| e.to_string())?;
             let mut capacity_told = false;
             while !halted() && Instant::now() < end {
                 let now = mgrp_clock::now_ns();
@@ -165,8 +144,7 @@ impl LiveEstimates {
                 }
                 let t0 = now;
                 t.begin_round(now, None);
-                run_estimator(&mut s, &mut t, end, halted, |_| {})
-                    .map_err(|e| fail(e.to_string()))?;
+                run_estimator(s, &mut t, end, halted, |_| {}).map_err(|e| e.to_string())?;
                 let now = mgrp_clock::now_ns();
                 if let Some(c) = t.capacity().filter(|_| !capacity_told) {
                     capacity_told = true;
@@ -187,6 +165,28 @@ impl LiveEstimates {
                 }
             }
             Ok(())
+        })
+    }
+
+    /// An agent in rcv, and `body` in a thread in snd with a session to it, told whether to
+    /// halt and where to send its results; its error is reported as `name`'s.
+    fn spawn(
+        tb: &Testbed,
+        name: &'static str,
+        body: impl FnOnce(&mut Session, &dyn Fn() -> bool, Sender<Measured>) -> Result<(), String>
+            + Send
+            + 'static,
+    ) -> Result<LiveEstimates> {
+        let key = Key::random();
+        let (agent, listen) = agent_at_rcv(tb, &key)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, results) = channel();
+        let stop2 = stop.clone();
+        let thread = spawn_in(&tb.ns(Role::Snd), name, move || {
+            let fail = |e: String| mgrp_testbed::Error::Setup(format!("{name}: {e}"));
+            let mut s = connect(listen, &key).map_err(|e| fail(e.to_string()))?;
+            let halted = || stop2.load(Ordering::Relaxed);
+            body(&mut s, &halted, tx).map_err(fail)
         })?;
         Ok(LiveEstimates {
             stop,
