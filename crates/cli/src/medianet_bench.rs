@@ -139,6 +139,37 @@ fn tables(r: &Report) -> Vec<String> {
             t.detail
         ));
     }
+    out.push(String::new());
+    out.push("Per run: the ceiling the scheduler acted on and the truth's A (medians over the run's seconds), frames the sender dropped because it fell behind, the streams' TCP retransmits, and for riders the packets the shim held for a train, carried in probes (whole or in fragments) and sent at their deadline T instead; the host's load average at the run's end.".into());
+    out.push(String::new());
+    out.push("| config | run | fps | estimates | ceiling / truth Mbit/s | dropped behind | TCP retrans | riders held / carried / at T | load |".into());
+    out.push("|---|---|---|---|---|---|---|---|---|".into());
+    for x in &r.runs {
+        let (ceil, truth) = x.ceiling_and_truth_medians();
+        let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
+        out.push(format!(
+            "| {} | {} | {:.1} | {} | {} / {} | {} | {} | {} | {} |",
+            x.config,
+            x.run,
+            x.fps,
+            x.estimates,
+            f(ceil),
+            f(truth),
+            x.dropped_behind,
+            if x.tcp_retrans.is_empty() {
+                "-".into()
+            } else {
+                x.tcp_retrans.iter().sum::<u32>().to_string()
+            },
+            x.riders.as_ref().map_or("-".into(), |s| format!(
+                "{} / {} / {}",
+                s.sent("buffer_held"),
+                s.sent("buffer_riders_whole") + s.sent("buffer_riders_fragments"),
+                s.sent("expired_whole")
+            )),
+            x.load_avg.map_or("-".into(), |l| format!("{l:.1}"))
+        ));
+    }
     let errs: Vec<String> = r
         .runs
         .iter()

@@ -65,7 +65,8 @@ pub struct Run {
     pub load_avg: Option<f64>,
 }
 
-fn load_avg() -> Option<f64> {
+/// The host's 1-minute load average now.
+pub fn load_avg() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()?
         .split_whitespace()

@@ -177,6 +177,45 @@ pub struct RunRow {
     /// only), lower bounds, runs too short; why it gave estimates or none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wren_trains: Option<[u64; 4]>,
+    /// Per stream at the end: segments its kernel TCP retransmitted and its smoothed RTT (µs).
+    #[serde(default)]
+    pub tcp_retrans: Vec<u32>,
+    #[serde(default)]
+    pub tcp_srtt_us: Vec<u32>,
+    /// The riders configurations: the sending agent's rider counters (`riders_sent`, as at
+    /// `/metrics`) and the receiving agent's (riders, injected, reassembly timed out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub riders: Option<RidersSeen>,
+    /// The host's 1-minute load average when the run ended (other work on a shared machine).
+    #[serde(default)]
+    pub load_avg: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RidersSeen {
+    pub sent: std::collections::BTreeMap<String, u64>,
+    pub received: std::collections::BTreeMap<String, u64>,
+}
+
+impl RidersSeen {
+    pub fn sent(&self, k: &str) -> u64 {
+        self.sent.get(k).copied().unwrap_or(0)
+    }
+}
+
+impl RunRow {
+    /// Medians over the run's seconds of the scheduler's ceiling and of the truth's A, Mbit/s:
+    /// whether the estimates the streams acted on were low or high.
+    pub fn ceiling_and_truth_medians(&self) -> (Option<f64>, Option<f64>) {
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            (!v.is_empty()).then(|| v[v.len() / 2])
+        };
+        (
+            median(self.timeline.iter().map(|s| s.ceiling_mbit).collect()),
+            median(self.timeline.iter().filter_map(|s| s.truth_mbit).collect()),
+        )
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -507,7 +546,7 @@ struct Rig {
     http: Option<Http>,
     service: Option<Service>,
     receiver: Option<Receiver>,
-    _agent: mgrp_engine::daemon::Agent,
+    agent: mgrp_engine::daemon::Agent,
     // Last: the namespaces go after everything in them has stopped.
     tb: Testbed,
 }
@@ -638,7 +677,7 @@ fn start_rig(cfg: &MedianetConfig, config: &str) -> Result<Rig> {
         http,
         service,
         receiver: Some(receiver),
-        _agent: agent,
+        agent,
         tb,
     })
 }
@@ -729,6 +768,7 @@ fn one_run(cfg: &MedianetConfig, config: &str, run: usize, hooks: Hooks) -> Resu
             ]
         })
     });
+    let riders = probing(config).riders.then(|| riders_seen(&rig));
     let ac = &rig.agent_counts;
     let agent_client = [
         &ac.connects,
@@ -775,7 +815,33 @@ fn one_run(cfg: &MedianetConfig, config: &str, run: usize, hooks: Hooks) -> Resu
         dropped_late: status.streams.iter().map(|c| c.dropped_late).sum(),
         timeline,
         wren_trains,
+        tcp_retrans: status.tcp.iter().map(|t| t.retrans).collect(),
+        tcp_srtt_us: status.tcp.iter().map(|t| t.srtt_us).collect(),
+        riders,
+        load_avg: crate::accuracy::load_avg(),
     })
+}
+
+/// Both agents' rider counters now.
+fn riders_seen(rig: &Rig) -> RidersSeen {
+    let mut seen = RidersSeen::default();
+    if let Some(s) = &rig.service {
+        for (group, v) in s.hub().counter_groups() {
+            if group == "riders_sent" {
+                seen.sent.extend(v);
+            }
+        }
+    }
+    if let Some((r, re)) = rig.agent.rider_counters() {
+        seen.received.insert("riders".into(), r.riders);
+        seen.received.insert("injected".into(), r.injected);
+        seen.received.insert("bad_tag".into(), r.bad_tag);
+        if let Some(re) = re {
+            seen.received
+                .insert("reassembly_timed_out".into(), re.timed_out);
+        }
+    }
+    seen
 }
 
 /// Per second of the run: the truth's A over that second and the scheduler's state at its end.
@@ -910,6 +976,10 @@ mod tests {
             dropped_late: 0,
             timeline: vec![sec(0.0, 5.0, true)],
             wren_trains: None,
+            tcp_retrans: vec![],
+            tcp_srtt_us: vec![],
+            riders: None,
+            load_avg: None,
         }
     }
 

@@ -81,7 +81,41 @@ pub struct Status {
     /// Estimates as they reached the scheduler: (time ns, bit/s).
     pub estimates: Vec<(u64, f64)>,
     pub timeline: Vec<Point>,
+    /// Per stream: its connection's TCP state, read once a second and at the end.
+    pub tcp: Vec<TcpSeen>,
     pub error: Option<String>,
+}
+
+/// What the kernel says of one stream's connection (`TCP_INFO`).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct TcpSeen {
+    /// Segments retransmitted over the connection's life.
+    pub retrans: u32,
+    /// Smoothed RTT, µs.
+    pub srtt_us: u32,
+}
+
+fn tcp_seen(c: &TcpStream) -> TcpSeen {
+    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes of it.
+    let mut i: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: a valid socket descriptor, a buffer and its length.
+    let rc = unsafe {
+        libc::getsockopt(
+            c.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut i as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return TcpSeen::default();
+    }
+    TcpSeen {
+        retrans: i.tcpi_total_retrans,
+        srtt_us: i.tcpi_rtt,
+    }
 }
 
 pub struct Sender {
@@ -281,6 +315,7 @@ fn run(
             st.streams = locals.iter().map(|l| l.counts().clone()).collect();
             st.global = global.counts().clone();
             st.estimates.clone_from(&estimates);
+            st.tcp = conns.iter().map(tcp_seen).collect();
             if st.timeline.len() < TIMELINE_MAX {
                 let p = Point {
                     t_ns: now,
@@ -298,5 +333,6 @@ fn run(
     st.streams = locals.iter().map(|l| l.counts().clone()).collect();
     st.global = global.counts().clone();
     st.estimates = estimates;
+    st.tcp = conns.iter().map(tcp_seen).collect();
     Ok(())
 }
