@@ -10,6 +10,7 @@
 //! implicit — a stream's outcome arrives one report later — so pSLOW adds 9 × stream duration.
 //! A fleet stops early once its verdict cannot change.
 
+use crate::queue::{Queue, QueueJudge, QueueParams};
 use crate::trend::{stream_trend, Trend, TrendParams};
 use crate::{wire_bits, Estimate, Estimator, Quality, TrainResult, TrainSpec, WIRE_OVERHEAD};
 use serde::Serialize;
@@ -76,6 +77,10 @@ pub struct SlopsParams {
     /// confidence is the calibrated share of such ranges that held the truth. Otherwise
     /// pathload's bracket and its middle.
     pub calibrated: bool,
+    /// Count a stream that met a standing or overflowing queue as "increasing" whatever its
+    /// trend ([`crate::queue`]): a full drop-tail queue holds its delay flat. `None`: the
+    /// trend tests alone (pathload).
+    pub queue: Option<QueueParams>,
 }
 
 impl SlopsParams {
@@ -104,6 +109,7 @@ impl SlopsParams {
             verify_always: true,
             spread_ns: None,
             calibrated: false,
+            queue: None,
         }
     }
 }
@@ -133,6 +139,11 @@ pub struct Evidence {
     pub confirmed: u32,
     /// The bracket (or grey region) narrowed to the resolution.
     pub converged: bool,
+    /// Streams counted as increasing because they met a standing or overflowing queue
+    /// ([`crate::queue`]) where their trend said otherwise.
+    pub queued: u32,
+    /// Streams that met a link saturated by other traffic ([`crate::queue::QueueJudge`]).
+    pub saturated: u32,
 }
 
 /// One decided fleet's streams: its rate, how many rose and how many did not.
@@ -155,6 +166,9 @@ enum Side {
 
 pub struct Slops {
     p: SlopsParams,
+    /// The standing-queue judge and the streams it turned to "increasing".
+    queue: Option<QueueJudge>,
+    queued: u32,
     /// The verification fleet in progress: the bound it re-tests and its rate.
     check: Option<(Side, f64)>,
     /// Rates at which a verification fleet confirmed the bound (the stated range ends there).
@@ -221,6 +235,8 @@ impl Slops {
             .unwrap_or((p.min_rate + p.max_rate) / 2.0);
         Slops {
             p,
+            queue: p.queue.map(QueueJudge::new),
+            queued: 0,
             check: None,
             confirmed: (None, None),
             contradictions: 0,
@@ -268,7 +284,14 @@ impl Slops {
             contradictions: self.contradictions,
             confirmed: self.confirmed.0.is_some() as u32 + self.confirmed.1.is_some() as u32,
             converged: self.converged(),
+            queued: self.queued,
+            saturated: self.queue.as_ref().map_or(0, |j| j.saturated),
         }
+    }
+
+    /// The lowest comparable one-way delay the standing-queue judge has seen.
+    pub fn queue_floor(&self) -> Option<f64> {
+        self.queue.as_ref().and_then(|j| j.floor())
     }
 
     fn converged(&self) -> bool {
@@ -607,7 +630,16 @@ impl Estimator for Slops {
         self.last = now_ns;
         let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
         let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
-        let trend = stream_trend(&owd, sent, &self.p.trend);
+        let mut trend = stream_trend(&owd, sent, &self.p.trend);
+        // The link stayed busy through the stream (or overflowed): sent at or above A.
+        let queued = self
+            .queue
+            .as_mut()
+            .is_some_and(|j| j.judge(obs, sent) != Queue::Clear);
+        if queued && trend != Trend::Increasing {
+            trend = Trend::Increasing;
+            self.queued += 1;
+        }
         // A stream that did not leave at its rate (the sender was preempted) is still evidence
         // where its actual rate makes the verdict stronger: rising delays at a lower rate than
         // asked, or flat ones at a higher rate. Otherwise send it again, a few times at most
