@@ -774,10 +774,11 @@ mod tests {
     }
 
     /// Issue 20's on/off miss, reproduced and fixed: under on/off cross traffic at 50 ms and
-    /// 500 ms periods and 50% and 75% load (20 and 100 Mbit/s, 20 seeds each, 320 runs), the
+    /// 500 ms periods and 50% and 75% load (20 and 100 Mbit/s, 20 seeds each, 160 runs), the
     /// search alone (main before this change: no standing-queue evidence, no time average)
-    /// left 92 estimates off by more than 50% and 143 ranges that held the truth; now 48
-    /// and 229. In the on phase the drop-tail queue is full and its delay flat, so a stream
+    /// left 43 estimates off by more than 50% and 73 ranges that held the truth; now 0 and
+    /// 146 (per cell: 20 Mbit/s on/off 500 ms at 75% 11 → 0 off, 2 → 16 held; 100 Mbit/s
+    /// on/off 50 ms at 75% 9 → 0, 5 → 20). In the on phase the drop-tail queue is full and its delay flat, so a stream
     /// sent then does not rise; with fleets spread over 100 ms a 500 ms phase fills whole
     /// fleets. Now such streams count as "above A", and a search that met a saturated link
     /// where it also found room measures the time average over 1 s. The model is
