@@ -63,6 +63,9 @@ pub struct Run {
     pub covered_scale: Option<bool>,
     /// The host's 1-minute load average when the run ended (other work on a shared machine).
     pub load_avg: Option<f64>,
+    /// Which phase gave the final estimate (`auto:slops`, `auto:timeavg`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_method: Option<String>,
 }
 
 /// The host's 1-minute load average now.
@@ -267,6 +270,7 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                             .zip(truth_scale)
                             .map(|(e, t)| e.low_bps <= t && t <= e.high_bps),
                         load_avg: load_avg(),
+                        final_method: e.map(|e| e.quality.method.to_string()),
                     });
                 }
             }
