@@ -140,6 +140,15 @@ impl QueueJudge {
         self.p.threshold_ns.max(3.0 * median(&steps))
     }
 
+    /// The delays fell over the stream by more than one MTU service time (or the stream's own
+    /// jitter): a queue draining — most often the backlog of the search's previous stream,
+    /// which a stream below A finds and watches drain. Not a saturated link.
+    fn draining(&self, d: &[f64], owd: &[f64]) -> bool {
+        let steps: Vec<f64> = owd.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+        let mtu = 1514.0 * 8.0 / self.p.capacity_bps.max(1.0) * 1e9;
+        d[0] - d[d.len() - 1] > mtu.max(median(&steps))
+    }
+
     fn saturated_at_start(&self, owd: &[f64], sent: usize) -> bool {
         if sent >= 4 && owd.len() * 2 < sent {
             return true;
@@ -148,7 +157,8 @@ impl QueueJudge {
             return false;
         };
         let g = ((owd.len() as f64).sqrt().floor() as usize).max(2);
-        group_medians(owd, g)[0] - floor >= self.threshold(owd)
+        let d = group_medians(owd, g);
+        d[0] - floor >= self.threshold(owd) && !self.draining(&d, owd)
     }
 
     fn verdict(&self, owd: &[f64], sent: usize) -> Queue {
@@ -163,8 +173,7 @@ impl QueueJudge {
         let threshold = self.threshold(owd);
         let low = d.iter().copied().fold(f64::INFINITY, f64::min) - floor;
         let high = d.iter().copied().fold(f64::NEG_INFINITY, f64::max) - floor;
-        let drained = d[0] - d[d.len() - 1] > threshold / 2.0;
-        if low >= threshold && !drained {
+        if low >= threshold && !self.draining(&d, owd) {
             return Queue::Plateau;
         }
         let lost = sent.saturating_sub(owd.len());
@@ -255,11 +264,12 @@ mod tests {
         let noisy = stream(|i| Some(6_000_000 + (i % 2) as u64 * 3_000_000));
         assert_eq!(j.judge(&noisy, 49), Queue::Clear);
         assert_eq!((j.plateaus, j.overflows), (0, 0));
-        // The draining stream met a standing queue at its start: the link was saturated then.
-        assert_eq!(j.saturated, 1);
-        // A stream lost whole was too.
+        // The draining stream met a standing queue at its start, but a draining one (most often
+        // the search's own previous stream's backlog): not a saturated link.
+        assert_eq!(j.saturated, 0);
+        // A stream lost whole met one.
         assert_eq!(j.judge(&stream(|_| None), 49), Queue::Clear);
-        assert_eq!(j.saturated, 2);
+        assert_eq!(j.saturated, 1);
     }
 
     /// The miss itself, on the fluid model: CBR cross traffic at 97% of C, the drop-tail queue
