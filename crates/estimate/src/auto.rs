@@ -778,9 +778,12 @@ mod tests {
     /// Issue 20's on/off miss, reproduced and fixed: under on/off cross traffic at 50 ms and
     /// 500 ms periods and 50% and 75% load (20 and 100 Mbit/s, 20 seeds each, 160 runs), the
     /// search alone (main before this change: no standing-queue evidence, no time average)
-    /// left 43 estimates off by more than 50% and 73 ranges that held the truth; now 0 and
-    /// 146 (per cell: 20 Mbit/s on/off 500 ms at 75% 11 → 0 off, 2 → 16 held; 100 Mbit/s
-    /// on/off 50 ms at 75% 9 → 0, 5 → 20). In the on phase the drop-tail queue is full and its delay flat, so a stream
+    /// left 43 estimates off by more than 50% and 73 ranges that held the truth; now 14 and
+    /// 141 (per cell: 20 Mbit/s on/off 500 ms at 75% 11 → 0 off, 2 → 16 held; 100 Mbit/s
+    /// on/off 50 ms at 75% 9 → 0, 5 → 20; worse at 20 Mbit/s on/off 50 ms 75%, 2 → 12 off:
+    /// there the on phase's queue falls at its end and the draining rule, which keeps the
+    /// search's own backlog from passing for a saturated link, no longer counts it; 0 and
+    /// 146 without that rule, which misread CBR/Poisson on the testbed). In the on phase the drop-tail queue is full and its delay flat, so a stream
     /// sent then does not rise; with fleets spread over 100 ms a 500 ms phase fills whole
     /// fleets. Now such streams count as "above A", and a search that met a saturated link
     /// where it also found room measures the time average over 1 s. The model is
