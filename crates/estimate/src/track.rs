@@ -41,7 +41,7 @@
 
 use crate::auto::{Auto, AutoParams};
 use crate::slops::{Pace, Slops, SlopsParams};
-use crate::trend::{stream_trend, Trend, TrendParams};
+use crate::trend::{group_medians, stream_trend, Trend, TrendParams};
 use crate::{Estimate, Estimator, Quality, TrainResult, TrainSpec, WIRE_OVERHEAD};
 use serde::Serialize;
 
@@ -49,8 +49,18 @@ use serde::Serialize;
 pub struct TrackParams {
     /// Known capacity (bit/s): the acquiring search skips its capacity step.
     pub capacity_bps: Option<f64>,
-    /// Half-width of the held bracket, as a fraction of C: checks at A ∓ margin × C.
+    /// Half-width of the held bracket after a search, as a fraction of C: the first checks
+    /// are at A ∓ margin × C (around the rate where a stream starts to read rising), and the
+    /// streams' length is set so that a stream this far above A builds a detectable queue.
     pub margin: f64,
+    /// Refine the held value while checks pass (a bracket from `margin` down to `min_margin`
+    /// around the rate where streams turn); `false`: checks at A ∓ margin, as before.
+    pub refine: bool,
+    /// Least half-width the held bracket refines to while checks keep passing (fraction of C).
+    pub min_margin: f64,
+    /// A check that passed shrinks the bracket by this factor (down to `min_margin`); one
+    /// with an unconfirmed contradiction widens it by its inverse (up to `margin`).
+    pub shrink: f64,
     /// Probes per check stream (and per search stream).
     pub stream_len: usize,
     /// A check stream builds at least this much queue (ns) when sent `margin` above A ...
@@ -61,10 +71,15 @@ pub struct TrackParams {
     /// service times at C ([`TrendParams::min_rise_ns`]).
     pub min_rise_mtus: f64,
     pub min_gap_ns: u64,
+    /// Checks send their stream below A only every this many checks (1: every check); the
+    /// stream above A, sent every check, also tells a fall of A past the margin by how much
+    /// its queue rose, which then calls for the stream below at once.
+    pub below_every: u32,
     /// Streams in a row at one check rate that must contradict the held value before it is
     /// taken as changed (the first one and its repeats).
     pub confirm: u32,
-    /// Unconfirmed contradictions move the held value this fraction of the margin their way.
+    /// Unconfirmed contradictions move the held value this fraction of the bracket's current
+    /// half-width their way (towards the stream that read both ways).
     pub nudge: f64,
     /// Streams per fleet of the search after a change (when not `narrow`).
     pub search_fleet: usize,
@@ -91,11 +106,15 @@ impl Default for TrackParams {
         TrackParams {
             capacity_bps: None,
             margin: 0.05,
+            refine: true,
+            min_margin: 0.01,
+            shrink: 0.7,
             stream_len: 50,
             detect_ns: 500_000.0,
             detect_mtus: 2.0,
             min_rise_mtus: 1.0,
             min_gap_ns: 100_000,
+            below_every: 3,
             confirm: 3,
             nudge: 0.25,
             search_fleet: 3,
@@ -123,6 +142,12 @@ pub enum TrackError {
     StreamLen(usize),
     #[error("resolution must be above 0 and below 0.5 of capacity, not {0}")]
     Resolution(f64),
+    #[error("min_margin must be above 0 and at most the margin, not {0}")]
+    MinMargin(f64),
+    #[error("shrink must be in (0, 1], not {0}")]
+    Shrink(f64),
+    #[error("below_every must be 1..=10 checks, not {0}")]
+    BelowEvery(u32),
 }
 
 impl TrackParams {
@@ -137,6 +162,16 @@ impl TrackParams {
             if !(r.is_finite() && r > 0.0 && r < 0.5) {
                 return Err(TrackError::Resolution(r));
             }
+        }
+        if !(self.min_margin.is_finite() && self.min_margin > 0.0 && self.min_margin <= self.margin)
+        {
+            return Err(TrackError::MinMargin(self.min_margin));
+        }
+        if !(self.shrink.is_finite() && self.shrink > 0.0 && self.shrink <= 1.0) {
+            return Err(TrackError::Shrink(self.shrink));
+        }
+        if !(1..=10).contains(&self.below_every) {
+            return Err(TrackError::BelowEvery(self.below_every));
         }
         if self.confirm == 0 || self.confirm > 10 {
             return Err(TrackError::Confirm(self.confirm));
@@ -162,8 +197,9 @@ pub enum Side {
 struct Check {
     /// Streams of this check still to send, in order.
     todo: Vec<Side>,
-    /// The stream in flight.
+    /// The stream in flight, and its rate.
     sent: Option<Side>,
+    rate: f64,
     /// Streams in a row that contradicted the held value on the side at the head of `todo`.
     streak: u32,
     /// A stream contradicted but its repeat did not: noise.
@@ -172,6 +208,14 @@ struct Check {
     lean: Vec<Side>,
     /// Streams whose trend test could not decide.
     unknown: u32,
+    /// The next stream (or the one in flight) is sent at the full margin: the refined
+    /// bracket's side was contradicted in a row, and this tells drift within the margin
+    /// from a change past it.
+    wide: bool,
+    /// The refined bracket's side was contradicted, the margin's was not: A drifted between.
+    drift: Option<Side>,
+    /// A stream below A was sent in this check.
+    below_sent: bool,
 }
 
 /// A narrow re-search after a confirmed change: single streams at rates widening
@@ -208,6 +252,12 @@ pub struct TrackStats {
     pub changes: u32,
     /// Contradicting streams whose repeat did not agree.
     pub noise: u32,
+    /// Checks whose refined bracket was contradicted in a row but not the margin's: the held
+    /// value was re-centred between the two.
+    pub drifts: u32,
+    /// Streams above A whose queue rose as if A had fallen past the margin (the stream below
+    /// was then sent at once).
+    pub fall_hints: u32,
     pub probe_bytes: u64,
 }
 
@@ -229,6 +279,11 @@ pub struct Tracker {
     concluded: bool,
     /// Frames of the acquiring search not yet repaid ([`Tracker::close_round`]).
     debt: u64,
+    /// Half-width (bit/s) of the held bracket the checks test: the margin after a search,
+    /// refined while checks pass (`None`: the margin).
+    spread: Option<f64>,
+    /// Checks since the last that sent a stream below A.
+    since_below: u32,
     allowance: Option<u64>,
     cut: bool,
     next_round_at: u64,
@@ -264,6 +319,8 @@ impl Tracker {
             round_trains: 0,
             concluded: false,
             debt: 0,
+            spread: None,
+            since_below: u32::MAX,
             allowance: None,
             cut: false,
             next_round_at: 0,
@@ -347,21 +404,59 @@ impl Tracker {
 
     fn new_check(&mut self) -> Check {
         self.stats.checks += 1;
+        // Both sides when it is time for the stream below, or when there is no room above.
+        let below = self.since_below.saturating_add(1) >= self.p.below_every
+            || self.check_rate(Side::Above, false).is_none();
+        self.since_below = if below { 0 } else { self.since_below + 1 };
         Check {
-            todo: vec![Side::Below, Side::Above],
+            todo: if below {
+                vec![Side::Below, Side::Above]
+            } else {
+                vec![Side::Above]
+            },
             ..Check::default()
         }
     }
 
+    /// Half-width (bit/s) of the bracket the next check tests.
+    fn spread_bps(&self) -> f64 {
+        self.spread.unwrap_or_else(|| self.margin_bps())
+    }
+
     /// The rate of the check stream on `side` of the held value, if it lies inside (0, C).
-    fn check_rate(&self, side: Side) -> Option<f64> {
+    /// The checks straddle A + δ, the rate from which a stream reads rising
+    /// ([`Tracker::least_rise_bps`]), so that a bracket narrower than δ still reads "flat
+    /// below, rising above" when A is where it is held.
+    fn check_rate(&self, side: Side, wide: bool) -> Option<f64> {
         let a = self.held.as_ref()?.value_bps;
         let c = self.capacity_bps()?;
+        let centre = if self.p.refine {
+            a + self.least_rise_bps()
+        } else {
+            a
+        };
+        let spread = if wide {
+            self.margin_bps()
+        } else {
+            self.spread_bps()
+        };
         let r = match side {
-            Side::Below => a - self.margin_bps(),
-            Side::Above => a + self.margin_bps(),
+            Side::Below => centre - spread,
+            Side::Above => centre + spread,
         };
         (r > 0.0 && r < c).then_some(r)
+    }
+
+    /// δ: how far above A a check stream must be sent to read rising. Its queue must rise
+    /// `min_rise` over its duration T, i.e. r − A ≥ δ = min_rise × C / T (0.025 C at
+    /// 20 Mbit/s, 0.012 C at 100).
+    fn least_rise_bps(&self) -> f64 {
+        let (Some(c), Some(h)) = (self.capacity_bps(), self.held.as_ref()) else {
+            return 0.0;
+        };
+        let probe = self.stream(h.value_bps.max(1e3));
+        let t_ns = probe.offsets().last().copied().unwrap_or(0).max(1) as f64;
+        self.trend_params().min_rise_ns * c / t_ns
     }
 
     /// A stream at `rate` built as `auto`'s SLoPS streams are: long enough that a rate m above
@@ -430,13 +525,15 @@ impl Tracker {
                 return None;
             }
             let side = c.todo[0];
-            let rate = self.check_rate(side);
+            let rate = self.check_rate(side, c.wide);
             let Phase::Hold(c) = &mut self.phase else {
                 return None;
             };
             c.todo.remove(0);
             if let Some(r) = rate {
                 c.sent = Some(side);
+                c.rate = r;
+                c.below_sent |= side == Side::Below;
                 return Some(self.stream(r));
             }
         }
@@ -445,6 +542,15 @@ impl Tracker {
     /// A check stream came back: judge it against what holding A predicts.
     fn handle_check(&mut self, obs: &TrainResult) {
         let trend_params = self.trend_params();
+        let refined = self.spread_bps() < self.margin_bps() * 0.999;
+        // The queue a stream above A would build if A had fallen by the margin.
+        let fall_rise = match (&self.phase, &self.held, self.capacity_bps()) {
+            (Phase::Hold(c), Some(h), Some(cap)) => {
+                let fallen = h.value_bps - self.margin_bps();
+                Some((c.rate - fallen).max(0.0) / cap)
+            }
+            _ => None,
+        };
         let Phase::Hold(c) = &mut self.phase else {
             return;
         };
@@ -462,6 +568,26 @@ impl Tracker {
             (Side::Below, t) => t == Trend::Increasing,
             (Side::Above, t) => t == Trend::NotIncreasing,
         };
+        if side == Side::Above && trend == Trend::Increasing && !c.below_sent {
+            let lost =
+                sent.saturating_sub(owd.len()) as f64 > trend_params.loss_increasing * sent as f64;
+            let fell = lost
+                || queue_rise(obs)
+                    .zip(fall_rise)
+                    .is_some_and(|((rise, span), per_ns)| rise >= per_ns * span);
+            if fell {
+                // It rose as if A were below A − m: ask the stream below now.
+                c.todo.insert(0, Side::Below);
+                self.stats.fall_hints += 1;
+            }
+        }
+        if std::mem::take(&mut c.wide) && !contradicts {
+            // The refined side was contradicted in a row, the margin's side is not: drift.
+            c.drift = Some(side);
+            c.streak = 0;
+            self.stats.drifts += 1;
+            return;
+        }
         if !contradicts {
             if c.streak > 0 {
                 c.noisy = true;
@@ -474,6 +600,13 @@ impl Tracker {
         c.streak += 1;
         if c.streak < self.p.confirm {
             // Ask again at the same rate before believing it.
+            c.todo.insert(0, side);
+            return;
+        }
+        if c.streak == self.p.confirm && refined {
+            // Confirmed against a refined bracket: one stream at the margin tells whether A
+            // moved past it (a change: re-search) or only within it (drift: re-centre).
+            c.wide = true;
             c.todo.insert(0, side);
             return;
         }
@@ -491,7 +624,7 @@ impl Tracker {
     /// A narrow re-search past `side` of the held value, whose check stream there (at A ∓ m)
     /// is the first bound.
     fn narrow(&self, side: Side) -> Narrow {
-        let r = self.check_rate(side);
+        let r = self.check_rate(side, true);
         let (flat, rising) = match side {
             Side::Below => (None, r),
             Side::Above => (r, None),
@@ -542,9 +675,8 @@ impl Tracker {
     /// true 6.0 on the fluid model's ±50% step at 20 Mbit/s).
     fn narrow_value(&self, n: &Narrow) -> Option<(f64, f64, f64)> {
         let c = self.capacity_bps()?;
-        let probe = self.stream(self.held.as_ref()?.value_bps.max(1e3));
-        let t_ns = probe.offsets().last().copied().unwrap_or(0).max(1) as f64;
-        let delta = self.trend_params().min_rise_ns * c / t_ns;
+        self.held.as_ref()?;
+        let delta = self.least_rise_bps();
         let (lo, hi) = match (n.flat, n.rising) {
             (Some(f), Some(r)) => (f.min(r) - delta, f.max(r) - delta),
             (None, Some(r)) => (0.0, r - delta),
@@ -657,16 +789,47 @@ impl Tracker {
             Phase::Narrow(n) => 0.8f64.powi(n.streams.saturating_sub(2) as i32).max(0.3),
             _ => self.held.as_ref().map_or(0.0, |e| e.quality.confidence),
         };
-        let step = self.p.nudge * self.margin_bps();
+        let spread = self.spread_bps();
+        let step = self.p.nudge * spread;
+        let c_bps = self.capacity_bps().unwrap_or(0.0);
+        let (lo_spread, hi_spread) = (self.p.min_margin * c_bps, self.p.margin * c_bps);
         if let (Phase::Hold(c), Some(h)) = (&self.phase, &mut self.held) {
-            // Unconfirmed contradictions still say which side of A the truth more likely lies
-            // on: a small step that way re-centres a value held slightly off.
+            // Refine: a check that passed narrows the bracket the next one tests. A stream
+            // that read both ways (contradicted, its repeat did not) puts A near its rate:
+            // the held value moves that way and the bracket widens again. Over checks this
+            // is a staircase around the rate where the streams turn, whose width settles
+            // where the path's noise starts to flip streams.
+            let next = if !self.p.refine {
+                spread
+            } else if let Some(side) = c.drift {
+                // A lies between the refined bracket's side and the margin's: hold the middle
+                // of that, with that as the bracket.
+                let half = (hi_spread + spread) / 2.0;
+                h.value_bps += match side {
+                    Side::Below => -half,
+                    Side::Above => half,
+                };
+                (hi_spread - spread) / 2.0
+            } else if c.lean.is_empty() && c.below_sent {
+                // Both sides held: the bracket narrows.
+                spread * self.p.shrink
+            } else if c.lean.is_empty() {
+                spread
+            } else {
+                spread / self.p.shrink
+            };
+            self.spread = Some(next.clamp(lo_spread, hi_spread));
             for side in &c.lean {
                 h.value_bps += match side {
                     Side::Below => -step,
                     Side::Above => step,
                 };
             }
+        } else {
+            // A new value from a search: its bracket is the margin again, and the next check
+            // tests both sides.
+            self.spread = None;
+            self.since_below = u32::MAX;
         }
         let method = match &self.phase {
             Phase::Acquire(_) => "track:acquire",
@@ -681,7 +844,7 @@ impl Tracker {
             // Nothing came back: acquire again next round.
             self.phase = Phase::Acquire(Box::new(acquire(&self.p, self.capacity_bps())));
         }
-        let m = self.margin_bps();
+        let m = self.spread_bps();
         let c = self.capacity_bps().unwrap_or(f64::INFINITY);
         let elapsed = now_ns.saturating_sub(self.round_start) as f64 / 1e9;
         let (bytes, trains) = (self.round_bytes, self.round_trains);
@@ -749,6 +912,24 @@ fn acquire(p: &TrackParams, capacity_bps: Option<f64>) -> Auto {
         resolution: p.acquire_resolution,
         ..Tracker::acquire_params()
     })
+}
+
+/// How much a stream's delays rose (ns, last group's median less the first's, as the trend
+/// tests measure it) and over how long (ns between the two groups' middle send times).
+fn queue_rise(obs: &TrainResult) -> Option<(f64, f64)> {
+    let pts: Vec<(f64, f64)> = obs
+        .probes
+        .iter()
+        .filter_map(|p| Some((p.sent_ns? as f64, p.rx_ns?.0 as f64 - p.sent_ns? as f64)))
+        .collect();
+    if pts.len() < 4 {
+        return None;
+    }
+    let g = ((pts.len() as f64).sqrt().floor() as usize).max(2);
+    let owd: Vec<f64> = pts.iter().map(|p| p.1).collect();
+    let sent: Vec<f64> = pts.iter().map(|p| p.0).collect();
+    let (d, t) = (group_medians(&owd, g), group_medians(&sent, g));
+    Some((d[d.len() - 1] - d[0], t[t.len() - 1] - t[0]))
 }
 
 /// Bytes a train puts on the wire: payload plus Ethernet/IP/UDP headers of each probe.
@@ -889,7 +1070,7 @@ mod tests {
             ..tp
         })
         .unwrap();
-        let out = drive(&mut t, &mut p, horizon_s * S);
+        let out = drive_rounds(&mut t, &mut p, horizon_s * S);
         let finals: Vec<(u64, Estimate)> = out.into_iter().filter(|(_, e)| e.final_).collect();
         let (t_acq, acq) = finals[0].clone();
         assert_eq!(acq.quality.method, "track:acquire");
@@ -905,6 +1086,56 @@ mod tests {
             acquire_bytes: acq.quality.probe_bytes,
             track_bytes: stats.probe_bytes - acq.quality.probe_bytes,
             track_ns: p.now_ns() - t_acq,
+        }
+    }
+
+    /// [`drive`], but every round's final estimate is kept, even one equal to the last (a
+    /// steady path held at a fixed bracket gives the same estimate round after round).
+    fn drive_rounds(t: &mut Tracker, p: &mut FluidPath, horizon_ns: u64) -> Vec<(u64, Estimate)> {
+        let mut rec = Rounds {
+            t,
+            out: Vec::new(),
+            recorded: 0,
+        };
+        drive(&mut rec, p, horizon_ns);
+        rec.out
+    }
+
+    /// A tracker that keeps each concluded round's estimate as it happens.
+    struct Rounds<'a> {
+        t: &'a mut Tracker,
+        out: Vec<(u64, Estimate)>,
+        recorded: u32,
+    }
+
+    impl Rounds<'_> {
+        fn record(&mut self, now_ns: u64) {
+            let round = self.t.stats().rounds;
+            if self.t.round_concluded() && round != self.recorded {
+                self.recorded = round;
+                self.out.extend(self.t.estimate().map(|e| (now_ns, e)));
+            }
+        }
+    }
+
+    impl Estimator for Rounds<'_> {
+        fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
+            let t = self.t.poll_train(now_ns);
+            self.record(now_ns);
+            t
+        }
+        fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
+            self.t.handle_train(now_ns, obs);
+            self.record(now_ns);
+        }
+        fn estimate(&self) -> Option<Estimate> {
+            self.t.estimate()
+        }
+        fn is_done(&self) -> bool {
+            self.t.is_done()
+        }
+        fn next_wakeup(&self) -> Option<u64> {
+            self.t.next_wakeup()
         }
     }
 
@@ -1111,6 +1342,84 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Pooled median / p90 of the held estimates' error over `seeds`, 80 s each.
+    fn pooled(
+        c: f64,
+        cross: &str,
+        seeds: std::ops::RangeInclusive<u64>,
+        tp: TrackParams,
+    ) -> (f64, f64, u32) {
+        let mut errs = Vec::new();
+        let mut rounds = 0;
+        for seed in seeds {
+            let r = run_with(c, cross, seed, 80, tp);
+            rounds += r.stats.rounds;
+            errs.extend(r.held.iter().map(|(_, e, t)| rel(e, *t, c)));
+        }
+        errs.sort_by(f64::total_cmp);
+        let n = errs.len();
+        (errs[n / 2], errs[n * 9 / 10], rounds)
+    }
+
+    /// Refinement against the fixed ± margin, with parameters from the environment.
+    #[test]
+    #[ignore]
+    fn study_refine() {
+        let var = |k: &str, d: f64| std::env::var(k).map_or(d, |v| v.parse().unwrap());
+        let tp = TrackParams {
+            min_margin: var("MIN_MARGIN", 0.01),
+            shrink: var("SHRINK", 0.7),
+            nudge: var("NUDGE", 0.25),
+            below_every: var("BELOW", 3.0) as u32,
+            ..TrackParams::default()
+        };
+        let old = TrackParams {
+            refine: false,
+            below_every: 1,
+            ..TrackParams::default()
+        };
+        for (c, cross) in [
+            (20e6, "cbr:10mbit,size=1000"),
+            (20e6, "poisson:10mbit,size=1000"),
+            (20e6, "poisson:5mbit,size=300"),
+            (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (100e6, "cbr:50mbit,size=1000"),
+            (100e6, "poisson:50mbit,size=1000"),
+        ] {
+            let seeds = var("SEEDS", 8.0) as u64;
+            let before = pooled(c, cross, 1..=seeds, old);
+            let after = pooled(c, cross, 1..=seeds, tp);
+            eprintln!(
+                "{c:e} {cross}: before median {:.3} p90 {:.3} rounds {}; after {:.3} {:.3} rounds {}",
+                before.0, before.1, before.2, after.0, after.1, after.2
+            );
+        }
+    }
+
+    /// Trace of one run's held values (STUDY_CROSS, STUDY_C, STUDY_SEED in the environment).
+    #[test]
+    #[ignore]
+    fn study_trace() {
+        let cross = std::env::var("STUDY_CROSS").unwrap_or("cbr:10mbit,size=500".into());
+        let c: f64 = std::env::var("STUDY_C").map_or(20e6, |v| v.parse().unwrap());
+        let seed: u64 = std::env::var("STUDY_SEED").map_or(1, |v| v.parse().unwrap());
+        let r = run(c, &cross, seed, 80);
+        for (t, e, truth) in &r.held {
+            eprintln!(
+                "{:.2} {} {:.2} [{:.2}, {:.2}] truth {:.2} conf {:.2} B {}",
+                *t as f64 / 1e9,
+                e.quality.method,
+                e.value_bps / 1e6,
+                e.low_bps / 1e6,
+                e.high_bps / 1e6,
+                truth / 1e6,
+                e.quality.confidence,
+                e.quality.probe_bytes
+            );
+        }
+        eprintln!("{:?}", r.stats);
     }
 
     #[test]
