@@ -1445,6 +1445,8 @@ mod tests {
             confirm: 3,
             ..TrackParams::default()
         };
+        // A debug build (`make unit`) pools 4 seeds: the simulation is ~50× slower.
+        let seeds = if cfg!(debug_assertions) { 1..=4 } else { 1..=8 };
         for (c, cross, max_med) in [
             (20e6, "cbr:10mbit,size=1000", 0.01),
             (20e6, "poisson:10mbit,size=1000", 0.05),
@@ -1455,8 +1457,8 @@ mod tests {
             ),
             (100e6, "poisson:50mbit,size=1000", 0.05),
         ] {
-            let before = pooled(c, cross, 1..=8, old);
-            let after = pooled(c, cross, 1..=8, TrackParams::default());
+            let before = pooled(c, cross, seeds.clone(), old);
+            let after = pooled(c, cross, seeds.clone(), TrackParams::default());
             eprintln!(
                 "{c:e} {cross}: median {:.3} → {:.3}, p90 {:.3} → {:.3}",
                 before.0, after.0, before.1, after.1
@@ -1579,6 +1581,8 @@ mod tests {
             ..TrackParams::default()
         };
         let mut slow = Vec::new();
+        // A debug build (`make unit`) runs 3 of the 8 phases: the simulation is ~50× slower.
+        let phases: u64 = if cfg!(debug_assertions) { 3 } else { 8 };
         for (cross, after_repaid, first) in [
             // A 15 ↔ 12 (−20%, +25%) and 12 ↔ 9 Mbit/s (±25%).
             ("step:5mbit,8mbit,every=20s,size=500", 2.0, 4.5),
@@ -1589,7 +1593,7 @@ mod tests {
         ] {
             for (i, tp) in [old, TrackParams::default()].into_iter().enumerate() {
                 let (mut firsts, mut later) = (Vec::new(), Vec::new());
-                for k in 0..8u64 {
+                for k in 0..phases {
                     let r = run_from(20e6, cross, 1, 120, tp, S / 2 + k * 400_000_000);
                     for (j, f) in follow_run(20e6, cross, 20, 1, 120, &r)
                         .into_iter()
