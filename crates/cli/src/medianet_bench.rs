@@ -140,9 +140,9 @@ fn tables(r: &Report) -> Vec<String> {
         ));
     }
     out.push(String::new());
-    out.push("Per run: the ceiling the scheduler acted on and the truth's A (medians over the run's seconds), frames the sender dropped because it fell behind, the streams' TCP retransmits, and for riders the packets the shim held for a train, carried in probes (whole or in fragments) and sent at their deadline T instead; the host's load average at the run's end.".into());
+    out.push("Per run: the ceiling the scheduler acted on and the truth's A (medians over the run's seconds), frames the sender dropped because it fell behind, the streams' TCP retransmits, and for riders the packets the shim held for a train, the rider chunks probes carried (whole packets or fragments) and the held packets that left at their deadline T without a probe; the host's load average at the run's end.".into());
     out.push(String::new());
-    out.push("| config | run | fps | estimates | ceiling / truth Mbit/s | dropped behind | TCP retrans | riders held / carried / at T | load |".into());
+    out.push("| config | run | fps | estimates | ceiling / truth Mbit/s | dropped behind | TCP retrans | riders: packets held / chunks carried / packets left at T | load |".into());
     out.push("|---|---|---|---|---|---|---|---|---|".into());
     for x in &r.runs {
         let (ceil, truth) = x.ceiling_and_truth_medians();

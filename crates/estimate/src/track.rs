@@ -8,11 +8,20 @@
 //!    it the rest of the way. `auto`'s re-test of a suspicious bracket stays: an acquisition
 //!    that lands far off costs a search, dearer than the re-test (seen on the testbed: 6.6
 //!    for 12 Mbit/s, then a 1 MB search).
-//! 2. **Hold**: each check sends one short constant-rate stream at A − m and one at A + m
-//!    (m = `margin` × C), shaped like `auto`'s SLoPS streams (long enough that m above A builds
-//!    two MTU service times of queue). Expected: flat below, rising above. A stream that says
-//!    otherwise is sent once more at the same rate; only if the repeat agrees is it evidence of
-//!    change (one stream is the trend test's coin toss near A; two in a row rarely are).
+//! 2. **Hold**: checks send short constant-rate streams just below and just above where a
+//!    stream starts to read rising (A + δ, δ the least rise over the stream), shaped like
+//!    `auto`'s SLoPS streams (long enough that m = `margin` × C above A builds two MTU service
+//!    times of queue). Expected: flat below, rising above. The stream above goes every check;
+//!    the one below every `below_every`-th, or at once when the stream above rose as much as
+//!    a fall of A past m would make it. A stream that says otherwise is sent again at the same
+//!    rate; only `confirm` in a row are evidence of change.
+//!    **Refinement**: the bracket the checks straddle starts at ± m after a search and
+//!    shrinks (× `shrink`, down to `min_margin` × C) with each check whose two sides held; a
+//!    stream that read both ways (contradicted, its repeat did not) moves A a quarter of the
+//!    bracket its way and widens the bracket again; a side of the refined bracket contradicted
+//!    in a row is tested once at ± m: drift within the margin (A re-centred inside the last
+//!    bracket that held) or a change past it (re-search). The published range is A ± the
+//!    current bracket. Before, A was held at the last search's value ± 5% of C.
 //! 3. **Narrow re-search**: on evidence of change, single streams at rates widening
 //!    geometrically from the old value on the side the evidence points to (A ∓ 2m, 4m, 8m…)
 //!    until one reads the other way, then halving that bracket to `resolution` × C; then back
@@ -41,7 +50,7 @@
 
 use crate::auto::{Auto, AutoParams};
 use crate::slops::{Pace, Slops, SlopsParams};
-use crate::trend::{stream_trend, Trend, TrendParams};
+use crate::trend::{group_medians, stream_trend, Trend, TrendParams};
 use crate::{Estimate, Estimator, Quality, TrainResult, TrainSpec, WIRE_OVERHEAD};
 use serde::Serialize;
 
@@ -49,8 +58,18 @@ use serde::Serialize;
 pub struct TrackParams {
     /// Known capacity (bit/s): the acquiring search skips its capacity step.
     pub capacity_bps: Option<f64>,
-    /// Half-width of the held bracket, as a fraction of C: checks at A ∓ margin × C.
+    /// Half-width of the held bracket after a search, as a fraction of C: the first checks
+    /// are at A ∓ margin × C (around the rate where a stream starts to read rising), and the
+    /// streams' length is set so that a stream this far above A builds a detectable queue.
     pub margin: f64,
+    /// Refine the held value while checks pass (a bracket from `margin` down to `min_margin`
+    /// around the rate where streams turn); `false`: checks at A ∓ margin, as before.
+    pub refine: bool,
+    /// Least half-width the held bracket refines to while checks keep passing (fraction of C).
+    pub min_margin: f64,
+    /// A check that passed shrinks the bracket by this factor (down to `min_margin`); one
+    /// with an unconfirmed contradiction widens it by its inverse (up to `margin`).
+    pub shrink: f64,
     /// Probes per check stream (and per search stream).
     pub stream_len: usize,
     /// A check stream builds at least this much queue (ns) when sent `margin` above A ...
@@ -61,10 +80,15 @@ pub struct TrackParams {
     /// service times at C ([`TrendParams::min_rise_ns`]).
     pub min_rise_mtus: f64,
     pub min_gap_ns: u64,
+    /// Checks send their stream below A only every this many checks (1: every check); the
+    /// stream above A, sent every check, also tells a fall of A past the margin by how much
+    /// its queue rose, which then calls for the stream below at once.
+    pub below_every: u32,
     /// Streams in a row at one check rate that must contradict the held value before it is
     /// taken as changed (the first one and its repeats).
     pub confirm: u32,
-    /// Unconfirmed contradictions move the held value this fraction of the margin their way.
+    /// Unconfirmed contradictions move the held value this fraction of the bracket's current
+    /// half-width their way (towards the stream that read both ways).
     pub nudge: f64,
     /// Streams per fleet of the search after a change (when not `narrow`).
     pub search_fleet: usize,
@@ -91,12 +115,16 @@ impl Default for TrackParams {
         TrackParams {
             capacity_bps: None,
             margin: 0.05,
+            refine: true,
+            min_margin: 0.015,
+            shrink: 0.7,
             stream_len: 50,
             detect_ns: 500_000.0,
             detect_mtus: 2.0,
             min_rise_mtus: 1.0,
             min_gap_ns: 100_000,
-            confirm: 3,
+            below_every: 3,
+            confirm: 4,
             nudge: 0.25,
             search_fleet: 3,
             narrow: true,
@@ -123,6 +151,12 @@ pub enum TrackError {
     StreamLen(usize),
     #[error("resolution must be above 0 and below 0.5 of capacity, not {0}")]
     Resolution(f64),
+    #[error("min_margin must be above 0 and at most the margin, not {0}")]
+    MinMargin(f64),
+    #[error("shrink must be in (0, 1], not {0}")]
+    Shrink(f64),
+    #[error("below_every must be 1..=10 checks, not {0}")]
+    BelowEvery(u32),
 }
 
 impl TrackParams {
@@ -137,6 +171,16 @@ impl TrackParams {
             if !(r.is_finite() && r > 0.0 && r < 0.5) {
                 return Err(TrackError::Resolution(r));
             }
+        }
+        if !(self.min_margin.is_finite() && self.min_margin > 0.0 && self.min_margin <= self.margin)
+        {
+            return Err(TrackError::MinMargin(self.min_margin));
+        }
+        if !(self.shrink.is_finite() && self.shrink > 0.0 && self.shrink <= 1.0) {
+            return Err(TrackError::Shrink(self.shrink));
+        }
+        if !(1..=10).contains(&self.below_every) {
+            return Err(TrackError::BelowEvery(self.below_every));
         }
         if self.confirm == 0 || self.confirm > 10 {
             return Err(TrackError::Confirm(self.confirm));
@@ -162,8 +206,9 @@ pub enum Side {
 struct Check {
     /// Streams of this check still to send, in order.
     todo: Vec<Side>,
-    /// The stream in flight.
+    /// The stream in flight, and its rate.
     sent: Option<Side>,
+    rate: f64,
     /// Streams in a row that contradicted the held value on the side at the head of `todo`.
     streak: u32,
     /// A stream contradicted but its repeat did not: noise.
@@ -172,6 +217,14 @@ struct Check {
     lean: Vec<Side>,
     /// Streams whose trend test could not decide.
     unknown: u32,
+    /// The next stream (or the one in flight) is sent at the full margin: the refined
+    /// bracket's side was contradicted in a row, and this tells drift within the margin
+    /// from a change past it.
+    wide: bool,
+    /// The refined bracket's side was contradicted, the margin's was not: A drifted between.
+    drift: Option<Side>,
+    /// A stream below A was sent in this check.
+    below_sent: bool,
 }
 
 /// A narrow re-search after a confirmed change: single streams at rates widening
@@ -208,6 +261,12 @@ pub struct TrackStats {
     pub changes: u32,
     /// Contradicting streams whose repeat did not agree.
     pub noise: u32,
+    /// Checks whose refined bracket was contradicted in a row but not the margin's: the held
+    /// value was re-centred between the two.
+    pub drifts: u32,
+    /// Streams above A whose queue rose as if A had fallen past the margin (the stream below
+    /// was then sent at once).
+    pub fall_hints: u32,
     pub probe_bytes: u64,
 }
 
@@ -229,6 +288,11 @@ pub struct Tracker {
     concluded: bool,
     /// Frames of the acquiring search not yet repaid ([`Tracker::close_round`]).
     debt: u64,
+    /// Half-width (bit/s) of the held bracket the checks test: the margin after a search,
+    /// refined while checks pass (`None`: the margin).
+    spread: Option<f64>,
+    /// Checks since the last that sent a stream below A.
+    since_below: u32,
     allowance: Option<u64>,
     cut: bool,
     next_round_at: u64,
@@ -264,6 +328,8 @@ impl Tracker {
             round_trains: 0,
             concluded: false,
             debt: 0,
+            spread: None,
+            since_below: u32::MAX,
             allowance: None,
             cut: false,
             next_round_at: 0,
@@ -347,21 +413,71 @@ impl Tracker {
 
     fn new_check(&mut self) -> Check {
         self.stats.checks += 1;
+        // Both sides when it is time for the stream below, or when there is no room above.
+        let below = self.since_below.saturating_add(1) >= self.p.below_every
+            || self.check_rate(Side::Above, false).is_none();
+        self.since_below = if below { 0 } else { self.since_below + 1 };
         Check {
-            todo: vec![Side::Below, Side::Above],
+            todo: if below {
+                vec![Side::Below, Side::Above]
+            } else {
+                vec![Side::Above]
+            },
             ..Check::default()
         }
     }
 
+    /// Half-width (bit/s) of the bracket the next check tests.
+    fn spread_bps(&self) -> f64 {
+        self.spread.unwrap_or_else(|| self.margin_bps())
+    }
+
     /// The rate of the check stream on `side` of the held value, if it lies inside (0, C).
-    fn check_rate(&self, side: Side) -> Option<f64> {
+    /// The checks straddle A + δ, the rate from which a stream reads rising
+    /// ([`Tracker::least_rise_bps`]), so that a bracket narrower than δ still reads "flat
+    /// below, rising above" when A is where it is held.
+    fn check_rate(&self, side: Side, wide: bool) -> Option<f64> {
         let a = self.held.as_ref()?.value_bps;
         let c = self.capacity_bps()?;
+        let centre = if self.p.refine {
+            a + self.least_rise_bps()
+        } else {
+            a
+        };
+        let spread = if wide {
+            self.margin_bps()
+        } else {
+            self.spread_bps()
+        };
         let r = match side {
-            Side::Below => a - self.margin_bps(),
-            Side::Above => a + self.margin_bps(),
+            Side::Below => centre - spread,
+            Side::Above => centre + spread,
         };
         (r > 0.0 && r < c).then_some(r)
+    }
+
+    /// δ: how far above A a check stream must be sent to read rising. Its queue must rise
+    /// `min_rise` between the middles of its first and last groups of probes (where the trend
+    /// tests measure the rise: 0.87 of its duration T for 50 probes), i.e. r − A ≥ δ =
+    /// min_rise × C / (0.87 T) (0.029 C at 20 Mbit/s, 0.014 C at 100). Without `refine`, the
+    /// whole T (a centre 0.004 C too low that held values drifted off on CBR).
+    fn least_rise_bps(&self) -> f64 {
+        let (Some(c), Some(h)) = (self.capacity_bps(), self.held.as_ref()) else {
+            return 0.0;
+        };
+        let probe = self.stream(h.value_bps.max(1e3));
+        let t_ns = probe.offsets().last().copied().unwrap_or(0).max(1) as f64;
+        let n = probe.probes.len();
+        let span = if self.p.refine && n >= 4 {
+            let g = ((n as f64).sqrt().floor() as usize).max(2);
+            let size = n / g;
+            let first = (size as f64 - 1.0) / 2.0;
+            let last = ((g - 1) * size + n - 1) as f64 / 2.0;
+            (last - first) / (n - 1) as f64
+        } else {
+            1.0
+        };
+        self.trend_params().min_rise_ns * c / (t_ns * span)
     }
 
     /// A stream at `rate` built as `auto`'s SLoPS streams are: long enough that a rate m above
@@ -430,13 +546,15 @@ impl Tracker {
                 return None;
             }
             let side = c.todo[0];
-            let rate = self.check_rate(side);
+            let rate = self.check_rate(side, c.wide);
             let Phase::Hold(c) = &mut self.phase else {
                 return None;
             };
             c.todo.remove(0);
             if let Some(r) = rate {
                 c.sent = Some(side);
+                c.rate = r;
+                c.below_sent |= side == Side::Below;
                 return Some(self.stream(r));
             }
         }
@@ -445,6 +563,15 @@ impl Tracker {
     /// A check stream came back: judge it against what holding A predicts.
     fn handle_check(&mut self, obs: &TrainResult) {
         let trend_params = self.trend_params();
+        let refined = self.spread_bps() < self.margin_bps() * 0.999;
+        // The queue a stream above A would build if A had fallen by the margin.
+        let fall_rise = match (&self.phase, &self.held, self.capacity_bps()) {
+            (Phase::Hold(c), Some(h), Some(cap)) => {
+                let fallen = h.value_bps - self.margin_bps();
+                Some((c.rate - fallen).max(0.0) / cap)
+            }
+            _ => None,
+        };
         let Phase::Hold(c) = &mut self.phase else {
             return;
         };
@@ -462,6 +589,26 @@ impl Tracker {
             (Side::Below, t) => t == Trend::Increasing,
             (Side::Above, t) => t == Trend::NotIncreasing,
         };
+        if side == Side::Above && trend == Trend::Increasing && !c.below_sent {
+            let lost =
+                sent.saturating_sub(owd.len()) as f64 > trend_params.loss_increasing * sent as f64;
+            let fell = lost
+                || queue_rise(obs)
+                    .zip(fall_rise)
+                    .is_some_and(|((rise, span), per_ns)| rise >= per_ns * span);
+            if fell {
+                // It rose as if A were below A − m: ask the stream below now.
+                c.todo.insert(0, Side::Below);
+                self.stats.fall_hints += 1;
+            }
+        }
+        if std::mem::take(&mut c.wide) && !contradicts {
+            // The refined side was contradicted in a row, the margin's side is not: drift.
+            c.drift = Some(side);
+            c.streak = 0;
+            self.stats.drifts += 1;
+            return;
+        }
         if !contradicts {
             if c.streak > 0 {
                 c.noisy = true;
@@ -472,8 +619,22 @@ impl Tracker {
             return;
         }
         c.streak += 1;
-        if c.streak < self.p.confirm {
+        // Against a refined bracket one stream fewer confirms: the stream at the margin that
+        // follows is one more.
+        let need = if refined {
+            self.p.confirm.saturating_sub(1).max(1)
+        } else {
+            self.p.confirm
+        };
+        if c.streak < need {
             // Ask again at the same rate before believing it.
+            c.todo.insert(0, side);
+            return;
+        }
+        if c.streak == need && refined {
+            // Confirmed against a refined bracket: one stream at the margin tells whether A
+            // moved past it (a change: re-search) or only within it (drift: re-centre).
+            c.wide = true;
             c.todo.insert(0, side);
             return;
         }
@@ -491,7 +652,7 @@ impl Tracker {
     /// A narrow re-search past `side` of the held value, whose check stream there (at A ∓ m)
     /// is the first bound.
     fn narrow(&self, side: Side) -> Narrow {
-        let r = self.check_rate(side);
+        let r = self.check_rate(side, true);
         let (flat, rising) = match side {
             Side::Below => (None, r),
             Side::Above => (r, None),
@@ -542,9 +703,8 @@ impl Tracker {
     /// true 6.0 on the fluid model's ±50% step at 20 Mbit/s).
     fn narrow_value(&self, n: &Narrow) -> Option<(f64, f64, f64)> {
         let c = self.capacity_bps()?;
-        let probe = self.stream(self.held.as_ref()?.value_bps.max(1e3));
-        let t_ns = probe.offsets().last().copied().unwrap_or(0).max(1) as f64;
-        let delta = self.trend_params().min_rise_ns * c / t_ns;
+        self.held.as_ref()?;
+        let delta = self.least_rise_bps();
         let (lo, hi) = match (n.flat, n.rising) {
             (Some(f), Some(r)) => (f.min(r) - delta, f.max(r) - delta),
             (None, Some(r)) => (0.0, r - delta),
@@ -657,16 +817,48 @@ impl Tracker {
             Phase::Narrow(n) => 0.8f64.powi(n.streams.saturating_sub(2) as i32).max(0.3),
             _ => self.held.as_ref().map_or(0.0, |e| e.quality.confidence),
         };
-        let step = self.p.nudge * self.margin_bps();
+        let spread = self.spread_bps();
+        let step = self.p.nudge * spread;
+        let c_bps = self.capacity_bps().unwrap_or(0.0);
+        let (lo_spread, hi_spread) = (self.p.min_margin * c_bps, self.p.margin * c_bps);
         if let (Phase::Hold(c), Some(h)) = (&self.phase, &mut self.held) {
-            // Unconfirmed contradictions still say which side of A the truth more likely lies
-            // on: a small step that way re-centres a value held slightly off.
+            // Refine: a check that passed narrows the bracket the next one tests. A stream
+            // that read both ways (contradicted, its repeat did not) puts A near its rate:
+            // the held value moves that way and the bracket widens again. Over checks this
+            // is a staircase around the rate where the streams turn, whose width settles
+            // where the path's noise starts to flip streams.
+            let next = if !self.p.refine {
+                spread
+            } else if let Some(side) = c.drift {
+                // A lies past the refined bracket's side, within the margin, and most likely
+                // within the bracket the check before held (it passed, one shrink wider):
+                // hold the middle of that.
+                let outer = (spread / self.p.shrink).min(hi_spread);
+                h.value_bps += match side {
+                    Side::Below => -(outer + spread) / 2.0,
+                    Side::Above => (outer + spread) / 2.0,
+                };
+                (outer - spread) / 2.0
+            } else if c.lean.is_empty() && c.below_sent {
+                // Both sides held: the bracket narrows.
+                spread * self.p.shrink
+            } else if c.lean.is_empty() {
+                spread
+            } else {
+                spread / self.p.shrink
+            };
+            self.spread = Some(next.clamp(lo_spread, hi_spread));
             for side in &c.lean {
                 h.value_bps += match side {
                     Side::Below => -step,
                     Side::Above => step,
                 };
             }
+        } else {
+            // A new value from a search: its bracket is the margin again, and the next check
+            // tests both sides.
+            self.spread = None;
+            self.since_below = u32::MAX;
         }
         let method = match &self.phase {
             Phase::Acquire(_) => "track:acquire",
@@ -681,7 +873,7 @@ impl Tracker {
             // Nothing came back: acquire again next round.
             self.phase = Phase::Acquire(Box::new(acquire(&self.p, self.capacity_bps())));
         }
-        let m = self.margin_bps();
+        let m = self.spread_bps();
         let c = self.capacity_bps().unwrap_or(f64::INFINITY);
         let elapsed = now_ns.saturating_sub(self.round_start) as f64 / 1e9;
         let (bytes, trains) = (self.round_bytes, self.round_trains);
@@ -749,6 +941,24 @@ fn acquire(p: &TrackParams, capacity_bps: Option<f64>) -> Auto {
         resolution: p.acquire_resolution,
         ..Tracker::acquire_params()
     })
+}
+
+/// How much a stream's delays rose (ns, last group's median less the first's, as the trend
+/// tests measure it) and over how long (ns between the two groups' middle send times).
+fn queue_rise(obs: &TrainResult) -> Option<(f64, f64)> {
+    let pts: Vec<(f64, f64)> = obs
+        .probes
+        .iter()
+        .filter_map(|p| Some((p.sent_ns? as f64, p.rx_ns?.0 as f64 - p.sent_ns? as f64)))
+        .collect();
+    if pts.len() < 4 {
+        return None;
+    }
+    let g = ((pts.len() as f64).sqrt().floor() as usize).max(2);
+    let owd: Vec<f64> = pts.iter().map(|p| p.1).collect();
+    let sent: Vec<f64> = pts.iter().map(|p| p.0).collect();
+    let (d, t) = (group_medians(&owd, g), group_medians(&sent, g));
+    Some((d[d.len() - 1] - d[0], t[t.len() - 1] - t[0]))
 }
 
 /// Bytes a train puts on the wire: payload plus Ethernet/IP/UDP headers of each probe.
@@ -882,14 +1092,27 @@ mod tests {
     }
 
     fn run_with(c: f64, cross: &str, seed: u64, horizon_s: u64, tp: TrackParams) -> Run {
+        run_from(c, cross, seed, horizon_s, tp, S / 2)
+    }
+
+    /// [`run_with`], the tracker starting at `start_ns` (which moves its checks' phase
+    /// against a STEP pattern's level changes).
+    fn run_from(
+        c: f64,
+        cross: &str,
+        seed: u64,
+        horizon_s: u64,
+        tp: TrackParams,
+        start_ns: u64,
+    ) -> Run {
         let mut p = path(c, cross, seed);
-        p.idle_until(S / 2);
+        p.idle_until(start_ns);
         let mut t = Tracker::new(TrackParams {
             capacity_bps: Some(c),
             ..tp
         })
         .unwrap();
-        let out = drive(&mut t, &mut p, horizon_s * S);
+        let out = drive_rounds(&mut t, &mut p, horizon_s * S);
         let finals: Vec<(u64, Estimate)> = out.into_iter().filter(|(_, e)| e.final_).collect();
         let (t_acq, acq) = finals[0].clone();
         assert_eq!(acq.quality.method, "track:acquire");
@@ -905,6 +1128,56 @@ mod tests {
             acquire_bytes: acq.quality.probe_bytes,
             track_bytes: stats.probe_bytes - acq.quality.probe_bytes,
             track_ns: p.now_ns() - t_acq,
+        }
+    }
+
+    /// [`drive`], but every round's final estimate is kept, even one equal to the last (a
+    /// steady path held at a fixed bracket gives the same estimate round after round).
+    fn drive_rounds(t: &mut Tracker, p: &mut FluidPath, horizon_ns: u64) -> Vec<(u64, Estimate)> {
+        let mut rec = Rounds {
+            t,
+            out: Vec::new(),
+            recorded: 0,
+        };
+        drive(&mut rec, p, horizon_ns);
+        rec.out
+    }
+
+    /// A tracker that keeps each concluded round's estimate as it happens.
+    struct Rounds<'a> {
+        t: &'a mut Tracker,
+        out: Vec<(u64, Estimate)>,
+        recorded: u32,
+    }
+
+    impl Rounds<'_> {
+        fn record(&mut self, now_ns: u64) {
+            let round = self.t.stats().rounds;
+            if self.t.round_concluded() && round != self.recorded {
+                self.recorded = round;
+                self.out.extend(self.t.estimate().map(|e| (now_ns, e)));
+            }
+        }
+    }
+
+    impl Estimator for Rounds<'_> {
+        fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
+            let t = self.t.poll_train(now_ns);
+            self.record(now_ns);
+            t
+        }
+        fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
+            self.t.handle_train(now_ns, obs);
+            self.record(now_ns);
+        }
+        fn estimate(&self) -> Option<Estimate> {
+            self.t.estimate()
+        }
+        fn is_done(&self) -> bool {
+            self.t.is_done()
+        }
+        fn next_wakeup(&self) -> Option<u64> {
+            self.t.next_wakeup()
         }
     }
 
@@ -1004,7 +1277,25 @@ mod tests {
         seed: u64,
         horizon_s: u64,
     ) -> Vec<Option<(f64, usize)>> {
-        let r = run(c, cross, seed, horizon_s);
+        follow_run(
+            c,
+            cross,
+            every_s,
+            seed,
+            horizon_s,
+            &run(c, cross, seed, horizon_s),
+        )
+    }
+
+    /// [`follow`] over a given run.
+    fn follow_run(
+        c: f64,
+        cross: &str,
+        every_s: u64,
+        seed: u64,
+        horizon_s: u64,
+        r: &Run,
+    ) -> Vec<Option<(f64, usize)>> {
         let mut out = Vec::new();
         let mut k = 1;
         while (k + 1) * every_s <= horizon_s {
@@ -1113,6 +1404,136 @@ mod tests {
         }
     }
 
+    /// Pooled median / p90 of the held estimates' error over `seeds`, 80 s each.
+    fn pooled(
+        c: f64,
+        cross: &str,
+        seeds: std::ops::RangeInclusive<u64>,
+        tp: TrackParams,
+    ) -> (f64, f64, u32) {
+        let mut errs = Vec::new();
+        let mut rounds = 0;
+        for seed in seeds {
+            let r = run_with(c, cross, seed, 80, tp);
+            rounds += r.stats.rounds;
+            errs.extend(r.held.iter().map(|(_, e, t)| rel(e, *t, c)));
+        }
+        errs.sort_by(f64::total_cmp);
+        let n = errs.len();
+        (errs[n / 2], errs[n * 9 / 10], rounds)
+    }
+
+    /// Refining beats holding the last search's value ± 5% of C: over 8 seeds × 80 s per cell,
+    /// pooled median and p90 of the held estimates' error, the fixed margin of before
+    /// (`refine: false`, both streams every check, confirm 3) against the defaults, printed.
+    /// Measured (8 seeds; 16 seeds in brackets, `study_refine`), before → after:
+    /// 20 Mbit/s CBR 10 Mbit/s 3.8% → 0.4% (3.8 → 0.4), Poisson 10 Mbit/s of 1000 B 7.5% →
+    /// 3.9% (6.6 → 4.7; p90 17 → 15), on/off 6 Mbit/s 16.7% → 14.6% (19.8 → 16.9; p90 63%
+    /// both: 0.5 s bursts no 24 ms check sees whole), 100 Mbit/s Poisson 50 Mbit/s 3.5% →
+    /// 3.3% (4.1 → 3.7; p90 11 → 10). What the refinement cannot narrow is the per-stream
+    /// noise: Poisson cross traffic of 1000 B at half of 20 Mbit/s varies by ±18% of its
+    /// rate over a 24 ms stream, so streams near A flip; one more repeat before a change
+    /// (confirm 4) is what brought the Poisson cells down, fewer false re-searches landing
+    /// off. Bounds: the issue's targets where the model meets them (CBR and Poisson ≤ 5%),
+    /// elsewhere no worse than before plus the spread between the 8- and 16-seed pools (~2
+    /// points).
+    #[test]
+    fn refining_beats_a_fixed_margin_on_steady_paths() {
+        let old = TrackParams {
+            refine: false,
+            below_every: 1,
+            confirm: 3,
+            ..TrackParams::default()
+        };
+        // A debug build (`make unit`) pools 4 seeds: the simulation is ~50× slower.
+        let seeds = if cfg!(debug_assertions) { 1..=4 } else { 1..=8 };
+        for (c, cross, max_med) in [
+            (20e6, "cbr:10mbit,size=1000", 0.01),
+            (20e6, "poisson:10mbit,size=1000", 0.05),
+            (
+                20e6,
+                "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000",
+                1.0,
+            ),
+            (100e6, "poisson:50mbit,size=1000", 0.05),
+        ] {
+            let before = pooled(c, cross, seeds.clone(), old);
+            let after = pooled(c, cross, seeds.clone(), TrackParams::default());
+            eprintln!(
+                "{c:e} {cross}: median {:.3} → {:.3}, p90 {:.3} → {:.3}",
+                before.0, after.0, before.1, after.1
+            );
+            assert!(
+                after.0 <= max_med && after.0 <= before.0 + 0.02 && after.1 <= before.1 + 0.03,
+                "{cross}: before {before:?}, after {after:?}"
+            );
+        }
+    }
+
+    /// Refinement against the fixed ± margin, with parameters from the environment.
+    #[test]
+    #[ignore]
+    fn study_refine() {
+        let var = |k: &str, d: f64| std::env::var(k).map_or(d, |v| v.parse().unwrap());
+        let d = TrackParams::default();
+        let tp = TrackParams {
+            min_margin: var("MIN_MARGIN", d.min_margin),
+            shrink: var("SHRINK", d.shrink),
+            nudge: var("NUDGE", d.nudge),
+            below_every: var("BELOW", d.below_every as f64) as u32,
+            confirm: var("CONFIRM", d.confirm as f64) as u32,
+            ..d
+        };
+        let old = TrackParams {
+            refine: false,
+            below_every: 1,
+            confirm: 3,
+            ..TrackParams::default()
+        };
+        for (c, cross) in [
+            (20e6, "cbr:10mbit,size=1000"),
+            (20e6, "poisson:10mbit,size=1000"),
+            (20e6, "poisson:5mbit,size=300"),
+            (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (100e6, "cbr:50mbit,size=1000"),
+            (100e6, "poisson:50mbit,size=1000"),
+        ] {
+            let seeds = var("SEEDS", 8.0) as u64;
+            let before = pooled(c, cross, 1..=seeds, old);
+            let after = pooled(c, cross, 1..=seeds, tp);
+            eprintln!(
+                "{c:e} {cross}: before median {:.3} p90 {:.3} rounds {}; after {:.3} {:.3} rounds {}",
+                before.0, before.1, before.2, after.0, after.1, after.2
+            );
+        }
+    }
+
+    /// Trace of one run's held values (STUDY_CROSS, STUDY_C, STUDY_SEED in the environment).
+    #[test]
+    #[ignore]
+    fn study_trace() {
+        let cross = std::env::var("STUDY_CROSS").unwrap_or("cbr:10mbit,size=500".into());
+        let c: f64 = std::env::var("STUDY_C").map_or(20e6, |v| v.parse().unwrap());
+        let seed: u64 = std::env::var("STUDY_SEED").map_or(1, |v| v.parse().unwrap());
+        let start: u64 = std::env::var("STUDY_START").map_or(S / 2, |v| v.parse().unwrap());
+        let horizon: u64 = std::env::var("STUDY_HORIZON").map_or(80, |v| v.parse().unwrap());
+        let r = run_from(c, &cross, seed, horizon, TrackParams::default(), start);
+        for (t, e, truth) in &r.held {
+            eprintln!(
+                "{:.2} {} {:.2} [{:.2}, {:.2}] truth {:.2} conf {:.2} B {}",
+                *t as f64 / 1e9,
+                e.quality.method,
+                e.value_bps / 1e6,
+                e.low_bps / 1e6,
+                e.high_bps / 1e6,
+                truth / 1e6,
+                e.quality.confidence,
+                e.quality.probe_bytes
+            );
+        }
+        eprintln!("{:?}", r.stats);
+    }
+
     #[test]
     fn follows_steps_within_a_bounded_number_of_rounds() {
         for (c, cross, within_s) in [
@@ -1131,6 +1552,77 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Steps at 20 Mbit/s are followed within 2 s (issue 13's target) once the acquisition is
+    /// repaid: ±20–25% and ±50% steps of A every 20 s, the tracker started at 8 phases against
+    /// them (0.5–3.3 s), each step's time to the first estimate within 10% of the new level.
+    ///
+    /// What set the time before (`refine: false`, both streams every check, confirm 3;
+    /// printed as "before"): a check's two streams (~90 kB at A = 0.75 C) are paid back at 2%
+    /// of C (1.8 s) before the next, twice that while the acquisition is repaid; a round that
+    /// repeated streams just before a step delays the next check further (on CBR, held values
+    /// a few % off: the least rise's δ was taken over the whole stream, not the span the trend
+    /// tests measure). Now the stream below A goes every third check (a fall past the margin
+    /// shows in the stream above's queue and calls it at once), so most checks cost half.
+    /// Measured, after / before, worst of 8 phases × the 4 steps after the first: A 15 ↔ 12,
+    /// 12 ↔ 9 (±20–25%) and 12 ↔ 6 Mbit/s (±50%) 2.00, 1.86, 1.58 s / 3.24, 1.79, 1.93 s
+    /// (medians 1.31, 0.87, 0.79 / 0.80, 0.96, 1.08). Not met: A 16 ↔ 8 (0.8 C, checks
+    /// dearer) 2.45 s / 2.50 s, and the first step, at 20 s while the acquisition is repaid at
+    /// half rate: 0.5–4.1 s (before 0.4–3.3), 9.65 s at 0.8 C (a drift round just before it,
+    /// paid back at half rate; before 4.2). The model is deterministic for STEP: the bounds
+    /// are the target (2 s) where met, else what was measured plus ~0.4 s.
+    #[test]
+    fn follows_steps_at_20_mbit_within_2_s() {
+        let old = TrackParams {
+            refine: false,
+            below_every: 1,
+            confirm: 3,
+            ..TrackParams::default()
+        };
+        let mut slow = Vec::new();
+        // A debug build (`make unit`) runs 3 of the 8 phases: the simulation is ~50× slower.
+        let phases: u64 = if cfg!(debug_assertions) { 3 } else { 8 };
+        for (cross, after_repaid, first) in [
+            // A 15 ↔ 12 (−20%, +25%) and 12 ↔ 9 Mbit/s (±25%).
+            ("step:5mbit,8mbit,every=20s,size=500", 2.0, 4.5),
+            ("step:8mbit,11mbit,every=20s,size=500", 2.0, 4.5),
+            // ±50%: A 12 ↔ 6 and 16 ↔ 8 Mbit/s.
+            ("step:8mbit,14mbit,every=20s,size=500", 2.0, 4.5),
+            ("step:4mbit,12mbit,every=20s,size=1000", 2.9, 10.0),
+        ] {
+            for (i, tp) in [old, TrackParams::default()].into_iter().enumerate() {
+                let (mut firsts, mut later) = (Vec::new(), Vec::new());
+                for k in 0..phases {
+                    let r = run_from(20e6, cross, 1, 120, tp, S / 2 + k * 400_000_000);
+                    for (j, f) in follow_run(20e6, cross, 20, 1, 120, &r)
+                        .into_iter()
+                        .enumerate()
+                    {
+                        let t = f.map_or(f64::INFINITY, |(t, _)| t);
+                        let bound = if j == 0 { first } else { after_repaid };
+                        if i == 1 && t > bound {
+                            slow.push(format!("{cross} phase {k}: step {j} took {t:.2} s"));
+                        }
+                        if j == 0 { &mut firsts } else { &mut later }.push(t);
+                    }
+                }
+                later.sort_by(f64::total_cmp);
+                firsts.sort_by(f64::total_cmp);
+                let n = later.len();
+                eprintln!(
+                    "{cross} {}: after the acquisition median {:.2} s, p90 {:.2} s, worst {:.2} s; \
+                     first step {:.2}–{:.2} s",
+                    ["before", "after"][i],
+                    later[n / 2],
+                    later[n * 9 / 10],
+                    later[n - 1],
+                    firsts[0],
+                    firsts[firsts.len() - 1]
+                );
+            }
+        }
+        assert!(slow.is_empty(), "{slow:#?}");
     }
 
     /// Rounds' bytes (with their train times) as a driver would see them, at `ceiling`.
@@ -1241,6 +1733,27 @@ mod tests {
                     ..TrackParams::default()
                 },
                 "confirm",
+            ),
+            (
+                TrackParams {
+                    min_margin: 0.06,
+                    ..TrackParams::default()
+                },
+                "min_margin",
+            ),
+            (
+                TrackParams {
+                    shrink: 0.0,
+                    ..TrackParams::default()
+                },
+                "shrink",
+            ),
+            (
+                TrackParams {
+                    below_every: 0,
+                    ..TrackParams::default()
+                },
+                "below_every",
             ),
             (
                 TrackParams {

@@ -52,7 +52,7 @@ fn live_two_sided_equals_offline_on_the_same_run() {
     let c = &sc.counters;
     assert_eq!((c.requests, c.failures), (1, 0), "{c:?}");
     assert!(c.merge.matched > 1000, "{c:?}");
-    // Ten seconds of flow: estimates in most windows (compared from the first whole window
+    // Ten seconds of flow: estimates in most windows (compared from the second whole window
     // after b's first record: b's capture is asked for when a's first segment is seen).
     assert!(a.compared >= 5, "{a:?}");
     // Equal window for window, up to one: over `mgrp bench wren2 --repeat 3` (12 runs, 143
