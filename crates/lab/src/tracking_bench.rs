@@ -58,8 +58,8 @@ impl TrackingConfig {
         )?;
         for k in &self.kinds {
             ensure(
-                ["step", "cbr", "poisson", "onoff", "peaks"].contains(&k.as_str()),
-                &format!("unknown cross traffic {k:?}: step, cbr, poisson, onoff, peaks"),
+                ["step", "cbr", "poisson", "onoff", "peaks", "web"].contains(&k.as_str()),
+                &format!("unknown cross traffic {k:?}: step, cbr, poisson, onoff, peaks, web"),
             )?;
         }
         for m in &self.methods {
@@ -133,6 +133,8 @@ fn pattern(kind: &str, c: f64, secs: f64) -> Result<CrossPattern> {
                 ms(1.0 / 16.0)
             )
         }
+        // Web-like TCP (Poisson arrivals of Pareto-sized flows, testbed.md) offering 30% of C.
+        "web" => format!("web:{}", m(0.3)),
         _ => format!("poisson:{},size=1000", m(0.5)),
     };
     CrossPattern::parse(&text).map_err(|e| Error::Config(e.to_string()))
