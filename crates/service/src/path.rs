@@ -30,6 +30,9 @@ mgrp_counters::counters! {
 /// What `last_error` says while the budget keeps a schedule from a fresh estimate.
 pub const BUDGET_EXHAUSTED: &str = "probe byte budget exhausted";
 
+/// The least time between two budget messages on stderr for one path.
+pub const BUDGET_SAY_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
 pub struct PathState {
     pub sched: PathSchedule,
     pub(crate) counters: Counters,
@@ -39,6 +42,8 @@ pub struct PathState {
     /// The budget in force: the configured one, or the default derived for the capacity.
     budget: AtomicU64,
     budget_exhausted: AtomicBool,
+    /// Budget messages on stderr: when the last was said, and the cuts not said since.
+    budget_said: Mutex<(Option<std::time::Instant>, u64)>,
     /// Probe bytes of the trailing minute, and the capacity (f64 bits; 0: unknown), as of
     /// the last round: the probe load as a share of C.
     load_bytes_per_min: AtomicU64,
@@ -94,6 +99,7 @@ impl PathState {
             last_error: Mutex::new(None),
             budget: AtomicU64::new(budget),
             budget_exhausted: AtomicBool::new(false),
+            budget_said: Mutex::new((None, 0)),
             load_bytes_per_min: AtomicU64::new(0),
             capacity_bits: AtomicU64::new(0),
             covered_by: Mutex::new(None),
@@ -225,21 +231,56 @@ impl PathState {
 
     /// The budget kept this round from a fresh estimate: say so (not counted as an error; the
     /// skip and cut counters count it).
+    ///
+    /// A tracked path meets its ceiling every few seconds by design, and each cut's detail
+    /// differs: stderr hears of it at most once per [`BUDGET_SAY_EVERY`], with the count of the
+    /// cuts in between; `last_error` (the API) always holds the latest.
     pub(crate) fn budget_ran_out(&self, detail: &str) {
         self.budget_exhausted.store(true, Ordering::Relaxed);
-        self.set_error(&format!("{BUDGET_EXHAUSTED}: {detail}"));
+        let why = format!("{BUDGET_EXHAUSTED}: {detail}");
+        let say = match self.budget_said.lock() {
+            Ok(mut said) => {
+                let now = std::time::Instant::now();
+                match said.0 {
+                    Some(t) if now.duration_since(t) < BUDGET_SAY_EVERY => {
+                        said.1 += 1;
+                        None
+                    }
+                    _ => {
+                        let since = std::mem::take(&mut said.1);
+                        said.0 = Some(now);
+                        Some(if since > 0 {
+                            format!("{why} ({since} more cut since the last message)")
+                        } else {
+                            why.clone()
+                        })
+                    }
+                }
+            }
+            Err(_) => Some(why.clone()),
+        };
+        if let Some(text) = say {
+            self.say(&text);
+        }
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(why);
+        }
     }
 
     fn set_error(&self, why: &str) {
         if let Ok(mut last) = self.last_error.lock() {
             if last.as_deref() != Some(why) {
-                eprintln!(
-                    "mgrp agent: path to {} ({}): {why}",
-                    self.sched.peer, self.sched.method
-                );
+                self.say(why);
                 *last = Some(why.to_string());
             }
         }
+    }
+
+    fn say(&self, why: &str) {
+        eprintln!(
+            "mgrp agent: path to {} ({}): {why}",
+            self.sched.peer, self.sched.method
+        );
     }
 
     /// A fresh estimate stored: the next failure is news.
@@ -284,6 +325,26 @@ mod tests {
         s.ok();
         let v = s.view();
         assert!(!v.budget_exhausted && v.last_error.is_none());
+    }
+
+    #[test]
+    fn budget_cuts_are_said_once_a_minute_and_the_api_keeps_the_latest() {
+        let s = state(None);
+        for i in 0..5 {
+            s.budget_ran_out(&format!("cut after {i} B"));
+            // A stored estimate between cuts does not make the next cut news on stderr.
+            s.ok();
+        }
+        s.budget_ran_out("cut after 5 B");
+        assert_eq!(
+            s.budget_said.lock().unwrap().1,
+            5,
+            "the first cut said, the next five held back"
+        );
+        assert_eq!(
+            s.last_error().as_deref(),
+            Some("probe byte budget exhausted: cut after 5 B")
+        );
     }
 
     #[test]
