@@ -6,6 +6,11 @@
 //! Packets are served whole at C in arrival order (a store-and-forward link); a packet that
 //! would overflow the buffer is dropped. Truth over a window is C minus the cross traffic offered
 //! in it (exact while cross traffic alone stays below C).
+//!
+//! Opt-in, what the testbed does that the model does not by default ([`Host`], issue 20 calib5):
+//! a drop-tail queue counted in packets (the testbed's `pfifo limit 100`), receive stamps with
+//! jitter, and the agent's report rule (a train that lost a probe is reported only a linger
+//! after its last arrival; the model by default reports at the last arrival).
 
 use crate::{wire_bits, TrainResult, TrainSpec};
 use mgrp_traffic::pattern::{CrossPattern, Schedule, ETH_HLEN};
@@ -28,6 +33,51 @@ pub struct FluidPath {
     trains: u32,
     /// The host's traffic riding in the train being sent ([`FluidPath::send_train_riding`]).
     riding: Option<Riding>,
+    host: Host,
+    /// With a packet limit: when each queued packet starts its service (waiting ones only).
+    waiting: std::collections::VecDeque<u64>,
+    jitter: u64,
+    /// Departure times of the cross frames the queue took, the last [`DELIVERED_KEEP_NS`]
+    /// ([`FluidPath::avail_delivered_bps`]).
+    delivered: std::collections::VecDeque<u64>,
+}
+
+/// How far back the delivered cross frames are kept (bounds the memory of a long run).
+pub const DELIVERED_KEEP_NS: u64 = 60_000_000_000;
+
+/// What a real host and testbed add to the model; the default adds nothing (every existing
+/// test and table is unchanged).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Host {
+    /// Drop-tail queue of this many packets whatever their size (the testbed's `pfifo limit
+    /// 100` behind HTB), instead of the byte buffer: 200-byte probes take a whole slot.
+    pub packet_limit: Option<usize>,
+    /// Receive stamps late by a uniform draw in [0, this) ns (stamps taken after a wakeup).
+    pub rx_jitter_ns: u64,
+    /// The agent's report rule (`mgrp-engine`'s receiver, `LINGER`): a train whose probes all
+    /// arrived is reported at its last arrival; one that lost any is reported this long after
+    /// its last arrival (or the sender's end of train, if later), also when it lost all.
+    pub report_linger_ns: Option<u64>,
+    /// One-way propagation instead of the path's own: the accuracy bench's testbed has no
+    /// delay line, so its round trip is a fraction of a millisecond (the model's tests use
+    /// 10 ms one way), and a stream's report comes back at once.
+    pub prop_ns: Option<u64>,
+    /// Seed of the jitter draws.
+    pub seed: u64,
+}
+
+impl Host {
+    /// The testbed's `mgrp bench accuracy` path: pfifo of 100 packets, the agent's 300 ms
+    /// linger; stamps are the kernel's (`SO_TIMESTAMPNS`), so no jitter by default.
+    pub fn testbed() -> Host {
+        Host {
+            packet_limit: Some(100),
+            rx_jitter_ns: 0,
+            report_linger_ns: Some(300_000_000),
+            prop_ns: Some(50_000),
+            seed: 1,
+        }
+    }
 }
 
 /// Cross frames that ride in a train's probes instead of crossing the bottleneck: a token
@@ -79,9 +129,38 @@ impl FluidPath {
             dropped_cross: 0,
             dropped_probes: 0,
             riding: None,
+            host: Host::default(),
+            waiting: std::collections::VecDeque::new(),
+            jitter: 0,
+            delivered: std::collections::VecDeque::new(),
         };
         path.next_cross = path.cross.as_mut().and_then(|s| s.next());
         Ok(path)
+    }
+
+    /// The same path with a real host's features ([`Host`]).
+    pub fn with_host(mut self, host: Host) -> Self {
+        self.jitter = host.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        self.prop_ns = host.prop_ns.unwrap_or(self.prop_ns);
+        self.host = host;
+        self
+    }
+
+    pub fn host(&self) -> Host {
+        self.host
+    }
+
+    /// A uniform draw in [0, rx_jitter_ns) (xorshift64*).
+    fn jitter_ns(&mut self) -> u64 {
+        if self.host.rx_jitter_ns == 0 {
+            return 0;
+        }
+        self.jitter ^= self.jitter >> 12;
+        self.jitter ^= self.jitter << 25;
+        self.jitter ^= self.jitter >> 27;
+        let u =
+            (self.jitter.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
+        (u * self.host.rx_jitter_ns as f64) as u64
     }
 
     fn drain_to(&mut self, t: u64) {
@@ -94,9 +173,20 @@ impl FluidPath {
     /// Offer a frame at `t`; its departure (end of transmission) if the buffer takes it.
     fn enqueue(&mut self, t: u64, frame_bytes: f64) -> Option<u64> {
         self.drain_to(t);
-        let backlog = self.work_ns * self.capacity_bps / 8e9;
-        if backlog + frame_bytes > self.buffer_bytes {
-            return None;
+        if let Some(limit) = self.host.packet_limit {
+            // Packets whose service has started have left the pfifo for the shaper.
+            while self.waiting.front().is_some_and(|s| *s <= t) {
+                self.waiting.pop_front();
+            }
+            if self.waiting.len() >= limit {
+                return None;
+            }
+            self.waiting.push_back(t + self.work_ns.round() as u64);
+        } else {
+            let backlog = self.work_ns * self.capacity_bps / 8e9;
+            if backlog + frame_bytes > self.buffer_bytes {
+                return None;
+            }
         }
         self.work_ns += frame_bytes * 8e9 / self.capacity_bps;
         Some(t + self.work_ns.round() as u64)
@@ -123,8 +213,18 @@ impl FluidPath {
                 self.next_cross = self.cross.as_mut().and_then(|s| s.next());
                 continue;
             }
-            if self.enqueue(c, frame).is_none() {
-                self.dropped_cross += 1;
+            match self.enqueue(c, frame) {
+                Some(departure) => {
+                    self.delivered.push_back(departure);
+                    while self
+                        .delivered
+                        .front()
+                        .is_some_and(|d| d + DELIVERED_KEEP_NS < departure)
+                    {
+                        self.delivered.pop_front();
+                    }
+                }
+                None => self.dropped_cross += 1,
             }
             self.next_cross = self.cross.as_mut().and_then(|s| s.next());
         }
@@ -140,7 +240,8 @@ impl FluidPath {
             self.cross_until(t);
             let rx = self
                 .enqueue(t, wire_bits(p.size) / 8.0)
-                .map(|d| d + self.prop_ns);
+                .map(|d| d + self.prop_ns)
+                .map(|rx| rx + self.jitter_ns());
             match rx {
                 Some(rx) => arrivals.push(Arrival {
                     index: i as u16,
@@ -221,6 +322,25 @@ impl FluidPath {
     }
 }
 
+impl FluidPath {
+    /// Truth as the testbed measures it over [from, to): C − the cross traffic that left the
+    /// queue (what was dropped is not counted), never below 0. Equal to [`FluidPath::avail_bps`]
+    /// while the queue drops no cross frame; above it where cross traffic alone exceeds C (on/off
+    /// at 75% load: the on phase offers 1.5·C). Kept for the last 60 s of the path's clock.
+    pub fn avail_delivered_bps(&self, from_ns: u64, to_ns: u64) -> f64 {
+        if to_ns <= from_ns {
+            return f64::NAN;
+        }
+        let n = self
+            .delivered
+            .iter()
+            .filter(|d| (from_ns..to_ns).contains(*d))
+            .count();
+        let cross = n as f64 * self.cross_frame_bytes * 8.0 * 1e9 / (to_ns - from_ns) as f64;
+        (self.capacity_bps - cross).max(0.0)
+    }
+}
+
 /// Run `est` against `path` until it is done or `horizon_ns` passes. A train's outcome is handed
 /// to the estimator when its report would arrive: after the last arrival plus the return
 /// propagation (or, if everything was lost, after the train plus a second). Returns each new
@@ -249,14 +369,20 @@ pub fn drive_with(
             let mut obs = path.send_train(now, &train);
             disturb(&train, &mut obs);
             let last_sent = now + train.offsets().last().copied().unwrap_or(0);
-            let known = obs
-                .probes
-                .iter()
-                .filter_map(|p| p.rx_ns)
-                .max()
-                .map(|t| t.0)
-                .map(|rx| rx + path.prop_ns)
-                .unwrap_or(last_sent + 1_000_000_000);
+            let last_rx = obs.probes.iter().filter_map(|p| p.rx_ns).max().map(|t| t.0);
+            let known = match path.host.report_linger_ns {
+                // The agent: all in → report now; any lost → a linger past the last arrival
+                // or the end of train (which reaches it one propagation after the last probe).
+                Some(linger) => {
+                    let ended = last_sent + path.prop_ns;
+                    let last = last_rx.map_or(ended, |rx| rx.max(ended));
+                    let lost = obs.probes.iter().any(|p| p.rx_ns.is_none());
+                    last + if lost { linger } else { 0 } + path.prop_ns
+                }
+                None => last_rx
+                    .map(|rx| rx + path.prop_ns)
+                    .unwrap_or(last_sent + 1_000_000_000),
+            };
             path.idle_until(known.max(last_sent));
             est.handle_train(path.now_ns(), &obs);
             if let Some(e) = est.estimate() {
