@@ -463,4 +463,130 @@ mod tests {
         let p = FluidPath::new(1e6, 30000.0, 0, Some(peaks)).unwrap();
         assert!((p.avail_bps(0, 2_000_000_000) - 0.8e6).abs() < 0.02e6);
     }
+
+    /// The testbed's pfifo counts packets: ten 200-byte probes at once into a 5-packet queue
+    /// keep 6 (one in service, 5 waiting) where the model's byte buffer keeps all 10.
+    #[test]
+    fn a_packet_limit_counts_packets_not_bytes() {
+        let burst = TrainSpec::constant_rate(10, 158, 1e12);
+        let mut bytes = FluidPath::new(1e6, 1e6, 0, None).unwrap();
+        assert_eq!(bytes.send_train(0, &burst).lost(), 0);
+        let host = Host {
+            packet_limit: Some(5),
+            ..Host::default()
+        };
+        let mut packets = FluidPath::new(1e6, 1e6, 0, None).unwrap().with_host(host);
+        assert_eq!(packets.send_train(0, &burst).lost(), 4);
+        // Once the queue drained, the next burst is taken the same way.
+        assert_eq!(packets.send_train(1_000_000_000, &burst).lost(), 4);
+    }
+
+    /// Receive stamps come late by at most the jitter, the same draws for the same seed.
+    #[test]
+    fn rx_jitter_is_bounded_and_seeded() {
+        let train = TrainSpec::constant_rate(50, 200, 1e6);
+        let rx = |host: Host| -> Vec<u64> {
+            let mut p = FluidPath::new(10e6, 1e6, 1_000_000, None)
+                .unwrap()
+                .with_host(host);
+            let obs = p.send_train(0, &train);
+            obs.probes.iter().map(|o| o.rx_ns.unwrap().0).collect()
+        };
+        let host = Host {
+            rx_jitter_ns: 100_000,
+            seed: 7,
+            ..Host::default()
+        };
+        let (plain, jittered) = (rx(Host::default()), rx(host));
+        let late: Vec<u64> = plain.iter().zip(&jittered).map(|(a, b)| b - a).collect();
+        assert!(late.iter().all(|d| *d < 100_000), "{late:?}");
+        assert!(late.iter().filter(|d| **d > 0).count() > 40, "{late:?}");
+        assert_eq!(jittered, rx(host));
+    }
+
+    /// One train, and when its report was handed over.
+    struct OneTrain {
+        train: TrainSpec,
+        sent: bool,
+        reported_ns: Option<u64>,
+    }
+
+    impl crate::Estimator for OneTrain {
+        fn poll_train(&mut self, _now_ns: u64) -> Option<TrainSpec> {
+            (!self.sent).then(|| {
+                self.sent = true;
+                self.train.clone()
+            })
+        }
+        fn handle_train(&mut self, now_ns: u64, _obs: &TrainResult) {
+            self.reported_ns = Some(now_ns);
+        }
+        fn estimate(&self) -> Option<crate::Estimate> {
+            None
+        }
+        fn is_done(&self) -> bool {
+            self.reported_ns.is_some()
+        }
+        fn next_wakeup(&self) -> Option<u64> {
+            None
+        }
+    }
+
+    /// The agent's rule: a train whose probes all arrived is reported at its last arrival (+
+    /// the way back); one that lost a probe, a linger later. Without the rule (the default),
+    /// a lossy train is reported at its last arrival too.
+    #[test]
+    fn a_lossy_train_is_reported_a_linger_late() {
+        let report = |buffer: f64, host: Host| -> u64 {
+            // 10 MTU probes at once at 10 Mbit/s: 1.2 ms apart on the link.
+            let mut p = FluidPath::new(10e6, buffer, 50_000, None)
+                .unwrap()
+                .with_host(host);
+            let mut e = OneTrain {
+                train: TrainSpec::constant_rate(10, 1472, 1e12),
+                sent: false,
+                reported_ns: None,
+            };
+            drive(&mut e, &mut p, 10_000_000_000);
+            e.reported_ns.unwrap()
+        };
+        let linger = Host {
+            report_linger_ns: Some(300_000_000),
+            ..Host::default()
+        };
+        // All in: last arrival 12.11 ms + 50 us, back 50 us; the same with or without the rule.
+        assert_eq!(report(1e6, Host::default()), 12_212_000);
+        assert_eq!(report(1e6, linger), 12_212_000);
+        // A 5-frame buffer drops 5: the last arrival is the fifth, then 300 ms.
+        let lossy = report(5.0 * 1514.0, Host::default());
+        assert_eq!(lossy, 6_156_000);
+        assert_eq!(report(5.0 * 1514.0, linger), lossy + 300_000_000);
+    }
+
+    /// Truth as the testbed measures it: C − what the queue delivered. On/off at 75% load
+    /// offers 1.5·C in its on phases; over whole periods the queue delivers about C/2 (the
+    /// model's 100-frame buffer holds only 12 ms at 100 Mbit/s), where C − offered is C/4.
+    #[test]
+    fn delivered_truth_counts_what_the_queue_kept() {
+        let cross = CrossPattern::parse("onoff:75mbit,on=500ms,off=500ms").unwrap();
+        let mut p = FluidPath::new(100e6, 100.0 * 1514.0, 0, Some(cross)).unwrap();
+        p.idle_until(4_000_000_000);
+        let (offered, delivered) = (
+            p.avail_bps(1_000_000_000, 3_000_000_000),
+            p.avail_delivered_bps(1_000_000_000, 3_000_000_000),
+        );
+        assert!((offered - 25e6).abs() < 0.5e6, "{offered}");
+        // Each on phase delivers 500 ms at C, and the full queue's 12.1 ms after it: the
+        // window holds two, so C − (2 × 512.1 ms × C) / 2 s = 48.8 Mbit/s.
+        assert!((delivered - 48.8e6).abs() < 0.1e6, "{delivered}");
+        // Below C nothing is dropped: the two agree.
+        let cross = CrossPattern::parse("cbr:40mbit").unwrap();
+        let mut p = FluidPath::new(100e6, 100.0 * 1514.0, 0, Some(cross)).unwrap();
+        p.idle_until(2_000_000_000);
+        let d = p.avail_delivered_bps(500_000_000, 1_500_000_000);
+        assert!(
+            (d - p.avail_bps(500_000_000, 1_500_000_000)).abs() < 0.2e6,
+            "{d}"
+        );
+    }
 }
