@@ -61,6 +61,8 @@ pub struct AutoParams {
     pub timeavg_span_ns: u64,
     /// Streams of the time average (one per rate stratum of C / streams).
     pub timeavg_streams: usize,
+    /// The time average's [`TimeAvgParams::gap_share`] (`None`: equal weights, calib4).
+    pub timeavg_gap_share: Option<f64>,
 }
 
 impl Default for AutoParams {
@@ -86,6 +88,7 @@ impl Default for AutoParams {
             queue: true,
             timeavg_span_ns: 1_000_000_000,
             timeavg_streams: 40,
+            timeavg_gap_share: Some(0.5),
         }
     }
 }
@@ -219,6 +222,7 @@ impl Auto {
             // of 20 runs at 75% load were (the streams too short to rise in the off phase's
             // backlog).
             delta_frac: 0.1,
+            gap_share: self.p.timeavg_gap_share,
             ..TimeAvgParams::for_capacity(c, detect, self.last ^ (c as u64))
         });
         let Phase::Slops(s) = std::mem::replace(&mut self.phase, Phase::TimeAvg(Box::new(t)))

@@ -137,7 +137,7 @@ pub fn mean_over_streams(votes: &[Vote], max_rate: f64) -> (f64, f64, f64) {
 #[cfg(test)]
 pub(crate) mod study {
     use crate::auto::{Auto, AutoParams};
-    use crate::fluid::{drive, FluidPath};
+    use crate::fluid::{drive, FluidPath, Host};
     use crate::slops::Evidence;
     use crate::Estimate;
     use mgrp_traffic::CrossPattern;
@@ -147,6 +147,13 @@ pub(crate) mod study {
     /// Judge against the truth at the stated time scale (`CALIB_TRUTH=run`: over the whole run).
     fn by_scale() -> bool {
         std::env::var("CALIB_TRUTH").map_or(true, |v| v != "run")
+    }
+
+    /// Judge as `mgrp bench accuracy` does (`CALIB_TRUTH=delivered`): against C − the cross
+    /// traffic delivered (it differs from C − offered only where the queue dropped cross
+    /// traffic: on/off and STEP at 75% load), over at least the last 500 ms.
+    pub fn delivered_truth() -> bool {
+        std::env::var("CALIB_TRUTH").is_ok_and(|v| v == "delivered")
     }
 
     pub fn pattern(kind: &str, load: u32, c: f64, seed: u64) -> Option<CrossPattern> {
@@ -191,8 +198,66 @@ pub(crate) mod study {
     /// One run of `auto`; `None` when it ended without a SLoPS estimate (the capacity phase
     /// found nothing: every train lost on an overloaded path).
     pub fn one(c: f64, kind: &str, load: u32, seed: u64, p: AutoParams) -> Option<Outcome> {
+        one_on(
+            c,
+            kind,
+            load,
+            seed,
+            p,
+            host_from_env(seed),
+            delivered_truth(),
+        )
+    }
+
+    /// The testbed's features to add to the model (`HOST=linger,pfifo,short,jitter=200us` or
+    /// `HOST=testbed`; none by default).
+    pub fn host_from_env(seed: u64) -> Host {
+        host_from(&std::env::var("HOST").unwrap_or_default(), seed)
+    }
+
+    /// A [`Host`] from a list of features (see [`host_from_env`]).
+    pub fn host_from(spec: &str, seed: u64) -> Host {
+        let mut h = Host {
+            seed,
+            ..Host::default()
+        };
+        for f in spec.split(',').filter(|f| !f.is_empty()) {
+            match f {
+                "none" => {}
+                "testbed" => {
+                    h = Host {
+                        seed,
+                        ..Host::testbed()
+                    }
+                }
+                "linger" => h.report_linger_ns = Some(300_000_000),
+                "pfifo" => h.packet_limit = Some(100),
+                "short" => h.prop_ns = Some(50_000),
+                _ if f.starts_with("jitter=") => {
+                    let us: u64 = f[7..].trim_end_matches("us").parse().expect("jitter=N(us)");
+                    h.rx_jitter_ns = us * 1000;
+                }
+                _ => panic!("HOST: unknown feature {f}"),
+            }
+        }
+        h
+    }
+
+    /// [`one`] on a path with `host`'s features; `bench_truth`: judged as the bench judges
+    /// ([`delivered_truth`]).
+    pub fn one_on(
+        c: f64,
+        kind: &str,
+        load: u32,
+        seed: u64,
+        p: AutoParams,
+        host: Host,
+        bench_truth: bool,
+    ) -> Option<Outcome> {
         let cross = pattern(kind, load, c, seed);
-        let mut path = FluidPath::new(c, 100.0 * 1514.0, 10_000_000, cross).unwrap();
+        let mut path = FluidPath::new(c, 100.0 * 1514.0, 10_000_000, cross)
+            .unwrap()
+            .with_host(host);
         path.idle_until(500_000_000 + seed * 7_654_321 % 1_000_000_000);
         let t0 = path.now_ns();
         let mut a = Auto::new(p);
@@ -203,7 +268,13 @@ pub(crate) mod study {
             .last()
             .and_then(|(_, e)| e.quality.timescale_ms)
             .map_or(end - t0, |ms| (ms * 1e6) as u64);
-        let truth_scale = path.avail_bps(end.saturating_sub(scale_ns), end);
+        let truth_scale = if bench_truth {
+            // The bench's window is at least 500 ms (its sampler's resolution).
+            let scale_ns = scale_ns.max(500_000_000);
+            path.avail_delivered_bps(end.saturating_sub(scale_ns), end)
+        } else {
+            path.avail_bps(end.saturating_sub(scale_ns), end)
+        };
         let truth = if by_scale() { truth_scale } else { truth_run };
         let cell = format!("{}/{kind}/{load}", c / 1e6);
         let (Some((_, est)), Some(ev)) = (out.last(), a.evidence()) else {
@@ -223,11 +294,21 @@ pub(crate) mod study {
 
     pub const KINDS: [&str; 5] = ["cbr", "poisson", "onoff", "onoff500", "step"];
 
+    /// Capacities and loads of the grid (`CAPS=100`, `LOADS=50,75` narrow it).
+    fn env_list<T: std::str::FromStr + Copy>(name: &str, default: &[T]) -> Vec<T> {
+        std::env::var(name).map_or(default.to_vec(), |v| {
+            v.split(',').map(|x| x.parse().ok().expect(name)).collect()
+        })
+    }
+
     pub fn grid(seeds: u64, kinds: &[&str], p: AutoParams) -> Vec<Outcome> {
         let mut v = Vec::new();
-        for c in [20e6, 100e6] {
+        for c in env_list("CAPS", &[20.0, 100.0])
+            .into_iter()
+            .map(|c: f64| c * 1e6)
+        {
             for kind in kinds {
-                for load in [25, 50, 75] {
+                for load in env_list("LOADS", &[25u32, 50, 75]) {
                     for seed in 1..=seeds {
                         v.extend(one(c, kind, load, seed, p));
                     }
@@ -517,6 +598,131 @@ pub(crate) mod study {
         }
     }
 
+    /// Which of the testbed's features reproduce its misses (calib5): each [`Host`] feature
+    /// alone and together, per cell, `auto` as merged: `SEEDS=20 CAPS=100 LOADS=50,75
+    /// KINDS=onoff500 cargo test --release -p mgrp-estimate --lib calib::study::host_effect --
+    /// --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn host_effect() {
+        let seeds: u64 = std::env::var("SEEDS").map_or(20, |s| s.parse().unwrap());
+        let kinds = std::env::var("KINDS").unwrap_or("onoff500".into());
+        let kinds: Vec<&str> = kinds.split(',').collect();
+        // Each feature alone, then together; `HOSTS=testbed;testbed,jitter=50us` runs those.
+        let hosts = std::env::var("HOSTS").unwrap_or(
+            "none;pfifo;jitter=50us;linger;short;short,jitter=50us;short,linger,jitter=50us;testbed;testbed,jitter=50us"
+                .into(),
+        );
+        let variants: Vec<&str> = hosts.split(';').collect();
+        // `FIXES=calib4,left,trap`: the time average's weightings to compare.
+        let fixes = std::env::var("FIXES").unwrap_or("calib4".into());
+        for name in variants {
+            let host = |seed| host_from(name, seed);
+            for fix in fixes.split(',') {
+                eprintln!("--- {name} / {fix}");
+                let p = fix_params(fix);
+                let mut runs = Vec::new();
+                for c in env_list("CAPS", &[100.0]).into_iter().map(|c: f64| c * 1e6) {
+                    for kind in &kinds {
+                        for load in env_list("LOADS", &[50u32, 75]) {
+                            for seed in 1..=seeds {
+                                runs.extend(one_on(
+                                    c,
+                                    kind,
+                                    load,
+                                    seed,
+                                    p,
+                                    host(seed),
+                                    delivered_truth(),
+                                ));
+                            }
+                        }
+                    }
+                }
+                report_cells(&runs);
+            }
+        }
+    }
+
+    /// The time average's weighting over the whole grid (`HOST`, `CALIB_TRUTH`, `CAPS`,
+    /// `LOADS`, `KINDS` as elsewhere): `SEEDS=200 FIXES=calib4,trap cargo test --release -p
+    /// mgrp-estimate --lib calib::study::fix_effect -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn fix_effect() {
+        let seeds: u64 = std::env::var("SEEDS").map_or(40, |s| s.parse().unwrap());
+        let kinds = std::env::var("KINDS").unwrap_or("cbr,poisson,onoff,onoff500,step".into());
+        let kinds: Vec<&str> = kinds.split(',').collect();
+        let fixes = std::env::var("FIXES").unwrap_or("calib4,trap".into());
+        for fix in fixes.split(',') {
+            eprintln!(
+                "--- {fix} (HOST={:?})",
+                std::env::var("HOST").unwrap_or_default()
+            );
+            let runs = grid(seeds, &kinds, fix_params(fix));
+            report_cells(&runs);
+            let defined: Vec<&Outcome> = runs.iter().filter(|o| defined(o)).collect();
+            let ta: Vec<&&Outcome> = defined.iter().filter(|o| o.timeavg()).collect();
+            eprintln!(
+                "defined cells: {} runs, held {}, > 50% off {}; time average {} runs, held {}; median kB {:.0}, final s {:.2}",
+                defined.len(),
+                defined.iter().filter(|o| o.covered()).count(),
+                defined.iter().filter(|o| o.err() > 0.5).count(),
+                ta.len(),
+                ta.iter().filter(|o| o.covered()).count(),
+                q(defined.iter().map(|o| o.est.quality.probe_bytes as f64 / 1e3).collect(), 0.5),
+                q(defined.iter().map(|o| o.est.quality.elapsed_s).collect(), 0.5),
+            );
+            let all_ta: Vec<&Outcome> = runs.iter().filter(|o| o.timeavg()).collect();
+            eprintln!(
+                "all cells: {} runs, held {}, > 50% off {}; time average {} runs, held {}",
+                runs.len(),
+                runs.iter().filter(|o| o.covered()).count(),
+                runs.iter().filter(|o| o.err() > 0.5).count(),
+                all_ta.len(),
+                all_ta.iter().filter(|o| o.covered()).count(),
+            );
+        }
+    }
+
+    /// `auto` with the time average weighted as `fix` says: `calib4` (equal weights), `left` /
+    /// `trap` (gap share 1 / ½, the default) or a share.
+    pub fn fix_params(fix: &str) -> AutoParams {
+        let gap_share = match fix {
+            "calib4" => None,
+            "left" => Some(1.0),
+            "trap" => Some(0.5),
+            other => Some(other.parse().expect("FIXES: calib4, left, trap or a share")),
+        };
+        AutoParams {
+            timeavg_gap_share: gap_share,
+            ..AutoParams::default()
+        }
+    }
+
+    /// Per cell: ranges held, > 50% off, and the runs that ended with the time average (how
+    /// many, held, their median estimate and truth, in units of C).
+    pub fn report_cells(runs: &[Outcome]) {
+        let mut cells: Vec<String> = runs.iter().map(|r| r.cell.clone()).collect();
+        cells.dedup();
+        for cell in cells {
+            let r: Vec<&Outcome> = runs.iter().filter(|o| o.cell == cell).collect();
+            let ta: Vec<&&Outcome> = r.iter().filter(|o| o.timeavg()).collect();
+            let med = |v: Vec<f64>| q(v, 0.5);
+            eprintln!(
+                "{cell:>16}: n {} held {} >50% off {} | timeavg {} held {} est/C {:.2} truth/C {:.2} scale s {:.2}",
+                r.len(),
+                r.iter().filter(|o| o.covered()).count(),
+                r.iter().filter(|o| o.err() > 0.5).count(),
+                ta.len(),
+                ta.iter().filter(|o| o.covered()).count(),
+                med(ta.iter().map(|o| o.est.value_bps / o.c).collect()),
+                med(ta.iter().map(|o| o.truth / o.c).collect()),
+                med(ta.iter().map(|o| o.est.quality.timescale_ms.unwrap_or(0.0) / 1e3).collect()),
+            );
+        }
+    }
+
     /// Runs of one cell in detail: `CELL=20,onoff500,50 cargo test --release -p mgrp-estimate
     /// --lib calib::study::cell_detail -- --ignored --nocapture`.
     #[test]
@@ -564,7 +770,9 @@ pub(crate) mod study {
         let c: f64 = f[0].parse::<f64>().unwrap() * 1e6;
         let (load, seed): (u32, u64) = (f[2].parse().unwrap(), f[3].parse().unwrap());
         let cross = pattern(f[1], load, c, seed);
-        let mut path = crate::fluid::FluidPath::new(c, 100.0 * 1514.0, 10_000_000, cross).unwrap();
+        let mut path = crate::fluid::FluidPath::new(c, 100.0 * 1514.0, 10_000_000, cross)
+            .unwrap()
+            .with_host(host_from_env(seed));
         path.idle_until(500_000_000 + seed * 7_654_321 % 1_000_000_000);
         let mut a = Auto::new(AutoParams::default());
         crate::fluid::drive_with(&mut a, &mut path, 60_000_000_000, |t, r| {
@@ -670,9 +878,10 @@ pub(crate) mod study {
 
 #[cfg(test)]
 mod tests {
-    use super::study::{defined, grid, one, tally, Outcome, EDGES, KINDS};
+    use super::study::{defined, grid, one, one_on, tally, Outcome, EDGES, KINDS};
     use super::*;
     use crate::auto::AutoParams;
+    use crate::fluid::Host;
 
     fn share(runs: &[Outcome]) -> f64 {
         runs.iter().filter(|o| o.covered()).count() as f64 / runs.len().max(1) as f64
@@ -710,6 +919,53 @@ mod tests {
             eprintln!("  {c}: {:.3}", share(&r));
             assert!(share(&r) >= 0.85, "{c}: {}", share(&r));
         }
+    }
+
+    /// The testbed's miss (calib5): at 100 Mbit/s on/off 500 ms the time average read 78–99
+    /// Mbit/s against 48–58 in all 14 testbed runs that took it. Reproduced on the model with
+    /// the testbed's features (`fluid::Host::testbed()`: the agent reports a train that lost a
+    /// probe 300 ms late, a 50 µs path, pfifo of 100 packets; plus 50 µs of receive-stamp
+    /// jitter, which sends the short path's search to the time average), judged as the bench
+    /// judges: equal weights hold in almost no run, weights by the time each stream stands for
+    /// in almost all. 200 seeds per cell (`calib::study::fix_effect`): equal weights held 6 of
+    /// 131 and 0 of 126 time averages, the trapezoid weights 127 and 125. The model is
+    /// deterministic for a seed: the bounds (≤ 20%, ≥ 90% of 40 seeds' time averages) are
+    /// those shares with room for the 40 seeds drawn, and fail if either side moves.
+    #[test]
+    fn time_average_holds_when_lossy_reports_come_late() {
+        let host = |seed| Host {
+            rx_jitter_ns: 50_000,
+            seed,
+            ..Host::testbed()
+        };
+        let held = |gap_share: Option<f64>| -> (usize, usize) {
+            let p = AutoParams {
+                timeavg_gap_share: gap_share,
+                ..AutoParams::default()
+            };
+            let runs: Vec<Outcome> = [50, 75]
+                .into_iter()
+                .flat_map(|load| {
+                    (1..=40).filter_map(move |seed| {
+                        one_on(100e6, "onoff500", load, seed, p, host(seed), true)
+                    })
+                })
+                .filter(|o| o.timeavg())
+                .collect();
+            (runs.iter().filter(|o| o.covered()).count(), runs.len())
+        };
+        let (equal, n_equal) = held(None);
+        let (now, n_now) = held(AutoParams::default().timeavg_gap_share);
+        eprintln!("time averages held: equal weights {equal}/{n_equal}, now {now}/{n_now}");
+        assert!(
+            n_now >= 30 && n_equal >= 30,
+            "the cells take the time average"
+        );
+        assert!(
+            equal * 5 <= n_equal,
+            "the miss reproduces: {equal}/{n_equal}"
+        );
+        assert!(now * 10 >= n_now * 9, "and is fixed: {now}/{n_now}");
     }
 
     /// Confidence means what it says: on seeds the table was not made from (201..=400), over

@@ -6,6 +6,11 @@
 //! Packets are served whole at C in arrival order (a store-and-forward link); a packet that
 //! would overflow the buffer is dropped. Truth over a window is C minus the cross traffic offered
 //! in it (exact while cross traffic alone stays below C).
+//!
+//! Opt-in, what the testbed does that the model does not by default ([`Host`], issue 20 calib5):
+//! a drop-tail queue counted in packets (the testbed's `pfifo limit 100`), receive stamps with
+//! jitter, and the agent's report rule (a train that lost a probe is reported only a linger
+//! after its last arrival; the model by default reports at the last arrival).
 
 use crate::{wire_bits, TrainResult, TrainSpec};
 use mgrp_traffic::pattern::{CrossPattern, Schedule, ETH_HLEN};
@@ -28,6 +33,51 @@ pub struct FluidPath {
     trains: u32,
     /// The host's traffic riding in the train being sent ([`FluidPath::send_train_riding`]).
     riding: Option<Riding>,
+    host: Host,
+    /// With a packet limit: when each queued packet starts its service (waiting ones only).
+    waiting: std::collections::VecDeque<u64>,
+    jitter: u64,
+    /// Departure times of the cross frames the queue took, the last [`DELIVERED_KEEP_NS`]
+    /// ([`FluidPath::avail_delivered_bps`]).
+    delivered: std::collections::VecDeque<u64>,
+}
+
+/// How far back the delivered cross frames are kept (bounds the memory of a long run).
+pub const DELIVERED_KEEP_NS: u64 = 60_000_000_000;
+
+/// What a real host and testbed add to the model; the default adds nothing (every existing
+/// test and table is unchanged).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Host {
+    /// Drop-tail queue of this many packets whatever their size (the testbed's `pfifo limit
+    /// 100` behind HTB), instead of the byte buffer: 200-byte probes take a whole slot.
+    pub packet_limit: Option<usize>,
+    /// Receive stamps late by a uniform draw in [0, this) ns (stamps taken after a wakeup).
+    pub rx_jitter_ns: u64,
+    /// The agent's report rule (`mgrp-engine`'s receiver, `LINGER`): a train whose probes all
+    /// arrived is reported at its last arrival; one that lost any is reported this long after
+    /// its last arrival (or the sender's end of train, if later), also when it lost all.
+    pub report_linger_ns: Option<u64>,
+    /// One-way propagation instead of the path's own: the accuracy bench's testbed has no
+    /// delay line, so its round trip is a fraction of a millisecond (the model's tests use
+    /// 10 ms one way), and a stream's report comes back at once.
+    pub prop_ns: Option<u64>,
+    /// Seed of the jitter draws.
+    pub seed: u64,
+}
+
+impl Host {
+    /// The testbed's `mgrp bench accuracy` path: pfifo of 100 packets, the agent's 300 ms
+    /// linger; stamps are the kernel's (`SO_TIMESTAMPNS`), so no jitter by default.
+    pub fn testbed() -> Host {
+        Host {
+            packet_limit: Some(100),
+            rx_jitter_ns: 0,
+            report_linger_ns: Some(300_000_000),
+            prop_ns: Some(50_000),
+            seed: 1,
+        }
+    }
 }
 
 /// Cross frames that ride in a train's probes instead of crossing the bottleneck: a token
@@ -79,9 +129,38 @@ impl FluidPath {
             dropped_cross: 0,
             dropped_probes: 0,
             riding: None,
+            host: Host::default(),
+            waiting: std::collections::VecDeque::new(),
+            jitter: 0,
+            delivered: std::collections::VecDeque::new(),
         };
         path.next_cross = path.cross.as_mut().and_then(|s| s.next());
         Ok(path)
+    }
+
+    /// The same path with a real host's features ([`Host`]).
+    pub fn with_host(mut self, host: Host) -> Self {
+        self.jitter = host.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        self.prop_ns = host.prop_ns.unwrap_or(self.prop_ns);
+        self.host = host;
+        self
+    }
+
+    pub fn host(&self) -> Host {
+        self.host
+    }
+
+    /// A uniform draw in [0, rx_jitter_ns) (xorshift64*).
+    fn jitter_ns(&mut self) -> u64 {
+        if self.host.rx_jitter_ns == 0 {
+            return 0;
+        }
+        self.jitter ^= self.jitter >> 12;
+        self.jitter ^= self.jitter << 25;
+        self.jitter ^= self.jitter >> 27;
+        let u =
+            (self.jitter.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
+        (u * self.host.rx_jitter_ns as f64) as u64
     }
 
     fn drain_to(&mut self, t: u64) {
@@ -94,9 +173,20 @@ impl FluidPath {
     /// Offer a frame at `t`; its departure (end of transmission) if the buffer takes it.
     fn enqueue(&mut self, t: u64, frame_bytes: f64) -> Option<u64> {
         self.drain_to(t);
-        let backlog = self.work_ns * self.capacity_bps / 8e9;
-        if backlog + frame_bytes > self.buffer_bytes {
-            return None;
+        if let Some(limit) = self.host.packet_limit {
+            // Packets whose service has started have left the pfifo for the shaper.
+            while self.waiting.front().is_some_and(|s| *s <= t) {
+                self.waiting.pop_front();
+            }
+            if self.waiting.len() >= limit {
+                return None;
+            }
+            self.waiting.push_back(t + self.work_ns.round() as u64);
+        } else {
+            let backlog = self.work_ns * self.capacity_bps / 8e9;
+            if backlog + frame_bytes > self.buffer_bytes {
+                return None;
+            }
         }
         self.work_ns += frame_bytes * 8e9 / self.capacity_bps;
         Some(t + self.work_ns.round() as u64)
@@ -123,8 +213,18 @@ impl FluidPath {
                 self.next_cross = self.cross.as_mut().and_then(|s| s.next());
                 continue;
             }
-            if self.enqueue(c, frame).is_none() {
-                self.dropped_cross += 1;
+            match self.enqueue(c, frame) {
+                Some(departure) => {
+                    self.delivered.push_back(departure);
+                    while self
+                        .delivered
+                        .front()
+                        .is_some_and(|d| d + DELIVERED_KEEP_NS < departure)
+                    {
+                        self.delivered.pop_front();
+                    }
+                }
+                None => self.dropped_cross += 1,
             }
             self.next_cross = self.cross.as_mut().and_then(|s| s.next());
         }
@@ -140,7 +240,8 @@ impl FluidPath {
             self.cross_until(t);
             let rx = self
                 .enqueue(t, wire_bits(p.size) / 8.0)
-                .map(|d| d + self.prop_ns);
+                .map(|d| d + self.prop_ns)
+                .map(|rx| rx + self.jitter_ns());
             match rx {
                 Some(rx) => arrivals.push(Arrival {
                     index: i as u16,
@@ -221,6 +322,25 @@ impl FluidPath {
     }
 }
 
+impl FluidPath {
+    /// Truth as the testbed measures it over [from, to): C − the cross traffic that left the
+    /// queue (what was dropped is not counted), never below 0. Equal to [`FluidPath::avail_bps`]
+    /// while the queue drops no cross frame; above it where cross traffic alone exceeds C (on/off
+    /// at 75% load: the on phase offers 1.5·C). Kept for the last 60 s of the path's clock.
+    pub fn avail_delivered_bps(&self, from_ns: u64, to_ns: u64) -> f64 {
+        if to_ns <= from_ns {
+            return f64::NAN;
+        }
+        let n = self
+            .delivered
+            .iter()
+            .filter(|d| (from_ns..to_ns).contains(*d))
+            .count();
+        let cross = n as f64 * self.cross_frame_bytes * 8.0 * 1e9 / (to_ns - from_ns) as f64;
+        (self.capacity_bps - cross).max(0.0)
+    }
+}
+
 /// Run `est` against `path` until it is done or `horizon_ns` passes. A train's outcome is handed
 /// to the estimator when its report would arrive: after the last arrival plus the return
 /// propagation (or, if everything was lost, after the train plus a second). Returns each new
@@ -249,14 +369,20 @@ pub fn drive_with(
             let mut obs = path.send_train(now, &train);
             disturb(&train, &mut obs);
             let last_sent = now + train.offsets().last().copied().unwrap_or(0);
-            let known = obs
-                .probes
-                .iter()
-                .filter_map(|p| p.rx_ns)
-                .max()
-                .map(|t| t.0)
-                .map(|rx| rx + path.prop_ns)
-                .unwrap_or(last_sent + 1_000_000_000);
+            let last_rx = obs.probes.iter().filter_map(|p| p.rx_ns).max().map(|t| t.0);
+            let known = match path.host.report_linger_ns {
+                // The agent: all in → report now; any lost → a linger past the last arrival
+                // or the end of train (which reaches it one propagation after the last probe).
+                Some(linger) => {
+                    let ended = last_sent + path.prop_ns;
+                    let last = last_rx.map_or(ended, |rx| rx.max(ended));
+                    let lost = obs.probes.iter().any(|p| p.rx_ns.is_none());
+                    last + if lost { linger } else { 0 } + path.prop_ns
+                }
+                None => last_rx
+                    .map(|rx| rx + path.prop_ns)
+                    .unwrap_or(last_sent + 1_000_000_000),
+            };
             path.idle_until(known.max(last_sent));
             est.handle_train(path.now_ns(), &obs);
             if let Some(e) = est.estimate() {
@@ -336,5 +462,131 @@ mod tests {
         let peaks = CrossPattern::parse("peaks:100kbit@1s,300@1s").unwrap();
         let p = FluidPath::new(1e6, 30000.0, 0, Some(peaks)).unwrap();
         assert!((p.avail_bps(0, 2_000_000_000) - 0.8e6).abs() < 0.02e6);
+    }
+
+    /// The testbed's pfifo counts packets: ten 200-byte probes at once into a 5-packet queue
+    /// keep 6 (one in service, 5 waiting) where the model's byte buffer keeps all 10.
+    #[test]
+    fn a_packet_limit_counts_packets_not_bytes() {
+        let burst = TrainSpec::constant_rate(10, 158, 1e12);
+        let mut bytes = FluidPath::new(1e6, 1e6, 0, None).unwrap();
+        assert_eq!(bytes.send_train(0, &burst).lost(), 0);
+        let host = Host {
+            packet_limit: Some(5),
+            ..Host::default()
+        };
+        let mut packets = FluidPath::new(1e6, 1e6, 0, None).unwrap().with_host(host);
+        assert_eq!(packets.send_train(0, &burst).lost(), 4);
+        // Once the queue drained, the next burst is taken the same way.
+        assert_eq!(packets.send_train(1_000_000_000, &burst).lost(), 4);
+    }
+
+    /// Receive stamps come late by at most the jitter, the same draws for the same seed.
+    #[test]
+    fn rx_jitter_is_bounded_and_seeded() {
+        let train = TrainSpec::constant_rate(50, 200, 1e6);
+        let rx = |host: Host| -> Vec<u64> {
+            let mut p = FluidPath::new(10e6, 1e6, 1_000_000, None)
+                .unwrap()
+                .with_host(host);
+            let obs = p.send_train(0, &train);
+            obs.probes.iter().map(|o| o.rx_ns.unwrap().0).collect()
+        };
+        let host = Host {
+            rx_jitter_ns: 100_000,
+            seed: 7,
+            ..Host::default()
+        };
+        let (plain, jittered) = (rx(Host::default()), rx(host));
+        let late: Vec<u64> = plain.iter().zip(&jittered).map(|(a, b)| b - a).collect();
+        assert!(late.iter().all(|d| *d < 100_000), "{late:?}");
+        assert!(late.iter().filter(|d| **d > 0).count() > 40, "{late:?}");
+        assert_eq!(jittered, rx(host));
+    }
+
+    /// One train, and when its report was handed over.
+    struct OneTrain {
+        train: TrainSpec,
+        sent: bool,
+        reported_ns: Option<u64>,
+    }
+
+    impl crate::Estimator for OneTrain {
+        fn poll_train(&mut self, _now_ns: u64) -> Option<TrainSpec> {
+            (!self.sent).then(|| {
+                self.sent = true;
+                self.train.clone()
+            })
+        }
+        fn handle_train(&mut self, now_ns: u64, _obs: &TrainResult) {
+            self.reported_ns = Some(now_ns);
+        }
+        fn estimate(&self) -> Option<crate::Estimate> {
+            None
+        }
+        fn is_done(&self) -> bool {
+            self.reported_ns.is_some()
+        }
+        fn next_wakeup(&self) -> Option<u64> {
+            None
+        }
+    }
+
+    /// The agent's rule: a train whose probes all arrived is reported at its last arrival (+
+    /// the way back); one that lost a probe, a linger later. Without the rule (the default),
+    /// a lossy train is reported at its last arrival too.
+    #[test]
+    fn a_lossy_train_is_reported_a_linger_late() {
+        let report = |buffer: f64, host: Host| -> u64 {
+            // 10 MTU probes at once at 10 Mbit/s: 1.2 ms apart on the link.
+            let mut p = FluidPath::new(10e6, buffer, 50_000, None)
+                .unwrap()
+                .with_host(host);
+            let mut e = OneTrain {
+                train: TrainSpec::constant_rate(10, 1472, 1e12),
+                sent: false,
+                reported_ns: None,
+            };
+            drive(&mut e, &mut p, 10_000_000_000);
+            e.reported_ns.unwrap()
+        };
+        let linger = Host {
+            report_linger_ns: Some(300_000_000),
+            ..Host::default()
+        };
+        // All in: last arrival 12.11 ms + 50 us, back 50 us; the same with or without the rule.
+        assert_eq!(report(1e6, Host::default()), 12_212_000);
+        assert_eq!(report(1e6, linger), 12_212_000);
+        // A 5-frame buffer drops 5: the last arrival is the fifth, then 300 ms.
+        let lossy = report(5.0 * 1514.0, Host::default());
+        assert_eq!(lossy, 6_156_000);
+        assert_eq!(report(5.0 * 1514.0, linger), lossy + 300_000_000);
+    }
+
+    /// Truth as the testbed measures it: C − what the queue delivered. On/off at 75% load
+    /// offers 1.5·C in its on phases; over whole periods the queue delivers about C/2 (the
+    /// model's 100-frame buffer holds only 12 ms at 100 Mbit/s), where C − offered is C/4.
+    #[test]
+    fn delivered_truth_counts_what_the_queue_kept() {
+        let cross = CrossPattern::parse("onoff:75mbit,on=500ms,off=500ms").unwrap();
+        let mut p = FluidPath::new(100e6, 100.0 * 1514.0, 0, Some(cross)).unwrap();
+        p.idle_until(4_000_000_000);
+        let (offered, delivered) = (
+            p.avail_bps(1_000_000_000, 3_000_000_000),
+            p.avail_delivered_bps(1_000_000_000, 3_000_000_000),
+        );
+        assert!((offered - 25e6).abs() < 0.5e6, "{offered}");
+        // Each on phase delivers 500 ms at C, and the full queue's 12.1 ms after it: the
+        // window holds two, so C − (2 × 512.1 ms × C) / 2 s = 48.8 Mbit/s.
+        assert!((delivered - 48.8e6).abs() < 0.1e6, "{delivered}");
+        // Below C nothing is dropped: the two agree.
+        let cross = CrossPattern::parse("cbr:40mbit").unwrap();
+        let mut p = FluidPath::new(100e6, 100.0 * 1514.0, 0, Some(cross)).unwrap();
+        p.idle_until(2_000_000_000);
+        let d = p.avail_delivered_bps(500_000_000, 1_500_000_000);
+        assert!(
+            (d - p.avail_bps(500_000_000, 1_500_000_000)).abs() < 0.2e6,
+            "{d}"
+        );
     }
 }
