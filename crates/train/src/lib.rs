@@ -9,6 +9,7 @@
 //! ([`MonoNs`], [`WallNs`]) so a monotonic and a wall-clock reading cannot be mixed up.
 
 mod hop;
+pub mod linger;
 mod result;
 mod spec;
 pub mod stats;

@@ -10,9 +10,10 @@ use super::{
     MAX_TRAIN_TIMEOUT,
 };
 use crate::train::{WallNs, MAX_TRAIN_LEN};
+use mgrp_train::linger::{straggler_wait_ns, OwdRange};
 use mgrp_wire::control::{code, Control, RxRecord, FRAME_HEADER, REPORT_BASE_LEN, RX_RECORD_LEN};
 use mgrp_wire::probe::Probe;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -58,7 +59,14 @@ struct RxTrain {
     seen: Vec<bool>,
     records: Vec<RxRecord>,
     last_rx: Instant,
+    /// One-way delays of the probes that arrived: how deep a queue they met.
+    owd: OwdRange,
 }
+
+/// The lowest one-way delays of a session's last few trains: the path's delay with the
+/// emptiest queue seen lately, from which a train's queueing delay is measured (a train sent
+/// into a standing queue shows little spread of its own). Few, so clock drift stays small.
+const BASE_TRAINS: usize = 8;
 
 #[derive(Debug)]
 struct RxSession {
@@ -66,6 +74,33 @@ struct RxSession {
     train: Option<RxTrain>,
     last_reported: u32,
     udp_bytes_in: u64,
+    /// The lowest one-way delay of each of the last [`BASE_TRAINS`] trains.
+    bases: VecDeque<i64>,
+}
+
+impl RxSession {
+    /// Keep `t`'s lowest delay among the recent trains' (it is being reported or replaced).
+    fn remember(&mut self, t: &RxTrain) {
+        if let Some(min) = t.owd.min() {
+            if self.bases.len() == BASE_TRAINS {
+                self.bases.pop_front();
+            }
+            self.bases.push_back(min);
+        }
+    }
+
+    fn base(&self) -> Option<i64> {
+        self.bases.iter().copied().min()
+    }
+}
+
+/// Where a train's report stands: probes received, when the last came, and how long to wait
+/// for stragglers past the later of that and TrainEnd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Progress {
+    received: usize,
+    last_rx: Option<Instant>,
+    linger: Duration,
 }
 
 /// Live sessions, as the probe socket sees them.
@@ -106,6 +141,7 @@ impl Receiver {
                 train: None,
                 last_reported: 0,
                 udp_bytes_in: 0,
+                bases: VecDeque::with_capacity(BASE_TRAINS),
             },
         );
         Ok(id)
@@ -166,11 +202,15 @@ impl Receiver {
         }
         if !current {
             // A new train replaces an unreported older one (its sender moved on).
+            if let Some(old) = st.train.take() {
+                st.remember(&old);
+            }
             st.train = Some(RxTrain {
                 train: h.train,
                 seen: vec![false; h.train_len as usize],
                 records: Vec::new(),
                 last_rx: now,
+                owd: OwdRange::default(),
             });
         }
         let t = st.train.as_mut().expect("just set");
@@ -184,6 +224,7 @@ impl Receiver {
                     sent_ns: h.sent_ns,
                 });
                 t.last_rx = now;
+                t.owd.add(h.sent_ns, rx_ns.0);
                 Verdict::Accepted { peer, probe }
             }
             Some(_) => Verdict::Dropped(Duplicate),
@@ -192,11 +233,36 @@ impl Receiver {
         }
     }
 
-    /// Probes of `train` received so far in session `id`, and when the last came.
-    fn progress(&self, id: u32, train: u32) -> (usize, Option<Instant>) {
-        match self.sessions.get(&id).and_then(|s| s.train.as_ref()) {
-            Some(t) if t.train == train => (t.records.len(), Some(t.last_rx)),
-            _ => (0, None),
+    /// Probes of `train` received so far in session `id`, when the last came, and the wait
+    /// for its stragglers ([`mgrp_train::linger`]): the queue's drain time the arrivals showed,
+    /// measured from the session's recent lowest delay; the fixed `LINGER` when nothing
+    /// arrived, or one probe with no earlier train to compare it with.
+    fn progress(&self, id: u32, train: u32) -> Progress {
+        let none = Progress {
+            received: 0,
+            last_rx: None,
+            linger: LINGER,
+        };
+        let Some(st) = self.sessions.get(&id) else {
+            return none;
+        };
+        match st.train.as_ref() {
+            Some(t) if t.train == train => {
+                let base = st.base();
+                let evidence = t.owd.seen() >= 2 || (t.owd.seen() == 1 && base.is_some());
+                let cap = LINGER.as_nanos() as u64;
+                let linger = if evidence {
+                    Duration::from_nanos(straggler_wait_ns(t.owd.queue_ns(base), cap))
+                } else {
+                    LINGER
+                };
+                Progress {
+                    received: t.records.len(),
+                    last_rx: Some(t.last_rx),
+                    linger,
+                }
+            }
+            _ => none,
         }
     }
 
@@ -207,7 +273,10 @@ impl Receiver {
         };
         st.last_reported = train;
         match st.train.take() {
-            Some(t) if t.train == train => t.records,
+            Some(t) if t.train == train => {
+                st.remember(&t);
+                t.records
+            }
             other => {
                 st.train = other;
                 Vec::new()
@@ -407,14 +476,17 @@ impl ServerSession {
         Ok(Flow::Continue)
     }
 
-    /// Is the pending train's report due at `now`?
+    /// Is the pending train's report due at `now`? Once the sender ended it: when every
+    /// probe it sent is in, or the stragglers' wait has passed since the later of the end and
+    /// the last arrival ([`Receiver::progress`]).
     fn ready(&self, now: Instant, rx: &Receiver) -> Option<u32> {
         let p = self.pending?;
-        let (received, last_rx) = rx.progress(self.id, p.train);
+        let got = rx.progress(self.id, p.train);
         let due = now >= p.deadline
             || p.ended.is_some_and(|(sent, at)| {
-                received >= sent as usize
-                    || now.saturating_duration_since(last_rx.map_or(at, |l| l.max(at))) >= LINGER
+                got.received >= sent as usize
+                    || now.saturating_duration_since(got.last_rx.map_or(at, |l| l.max(at)))
+                        >= got.linger
             });
         due.then_some(p.train)
     }
@@ -460,8 +532,8 @@ impl ServerSession {
     pub fn poll_timeout(&self, rx: &Receiver) -> Option<Instant> {
         let p = self.pending?;
         let linger = p.ended.map(|(_, at)| {
-            let (_, last_rx) = rx.progress(self.id, p.train);
-            last_rx.map_or(at, |l| l.max(at)) + LINGER
+            let got = rx.progress(self.id, p.train);
+            got.last_rx.map_or(at, |l| l.max(at)) + got.linger
         });
         Some(linger.map_or(p.deadline, |l| l.min(p.deadline)))
     }
@@ -516,6 +588,36 @@ mod tests {
             n
         })
         .unwrap()
+    }
+
+    /// Probe `index` of a `len`-probe train, stamped `sent_ms` by its sender, read at `now`
+    /// with a kernel stamp of `rx_ms` (both clocks' ms: the difference is its one-way delay).
+    #[allow(clippy::too_many_arguments)]
+    fn feed_owd(
+        rx: &mut Receiver,
+        now: Instant,
+        s: u32,
+        train: u32,
+        index: u16,
+        len: u16,
+        sent_ms: u64,
+        rx_ms: u64,
+    ) -> Result<(), DropReason> {
+        let h = ProbeHeader {
+            session: s,
+            train,
+            index,
+            train_len: len,
+            sent_ns: sent_ms * 1_000_000,
+            ..Default::default()
+        };
+        let mut b = vec![0; 100];
+        mgrp_wire::probe::encode(&h, None, 100, &mut b).unwrap();
+        match rx.handle_datagram(now, Some(PEER), &b, false, WallNs(rx_ms * 1_000_000)) {
+            Verdict::Accepted { .. } => Ok(()),
+            Verdict::RiderOnly { .. } => Err(DropReason::Malformed),
+            Verdict::Dropped(d) => Err(d),
+        }
     }
 
     fn feed(rx: &mut Receiver, now: Instant, from: IpAddr, b: &[u8]) -> Result<(), DropReason> {
@@ -578,14 +680,15 @@ mod tests {
         let s = open(&mut rx);
         feed(&mut rx, t0, PEER, &probe(s, 5, 0, 3, 64)).unwrap();
         feed(&mut rx, t0, PEER, &probe(s, 6, 0, 3, 64)).unwrap();
-        assert_eq!(rx.progress(s, 5), (0, None));
-        assert_eq!(rx.progress(s, 6).0, 1);
+        let p5 = rx.progress(s, 5);
+        assert_eq!((p5.received, p5.last_rx), (0, None));
+        assert_eq!(rx.progress(s, 6).received, 1);
         // A late probe of the replaced train is a straggler: train 6 keeps its probe.
         assert_eq!(
             feed(&mut rx, t0, PEER, &probe(s, 5, 1, 3, 64)),
             Err(DropReason::Stale)
         );
-        assert_eq!(rx.progress(s, 6).0, 1);
+        assert_eq!(rx.progress(s, 6).received, 1);
         let r = rx.take_report(s, 6);
         assert_eq!(r.len(), 1);
         assert_eq!(
@@ -692,10 +795,12 @@ mod tests {
         let s = ss.id();
         start(&mut ss, t0, 1, 5000);
         assert_eq!(ss.poll_timeout(&rx), Some(t0 + ms(5000)));
-        feed(&mut rx, t0, PEER, &probe(s, 1, 0, 3, 100)).unwrap();
+        // Probe 0 met an empty queue (1 ms one way), probe 1 a queue of 199 ms: the wait for
+        // stragglers is then the cap, LINGER.
+        feed_owd(&mut rx, t0, s, 1, 0, 3, 0, 1).unwrap();
         end(&mut ss, t0 + ms(10), 1, 3);
         // A straggler at 200 ms pushes the linger out.
-        feed(&mut rx, t0 + ms(200), PEER, &probe(s, 1, 1, 3, 100)).unwrap();
+        feed_owd(&mut rx, t0 + ms(200), s, 1, 1, 3, 1, 201).unwrap();
         assert_eq!(ss.poll_timeout(&rx), Some(t0 + ms(200) + LINGER));
         assert_eq!(ss.poll_transmit(t0 + ms(499), &mut rx), None);
         assert_eq!(
@@ -718,6 +823,100 @@ mod tests {
             report(ss.poll_transmit(t0 + LINGER, &mut rx)),
             Some((7, 0, false))
         );
+    }
+
+    /// A lossy train whose arrivals met a shallow queue (1 and 3 ms one way: 2 ms deep) is
+    /// reported the floor (20 ms) after its end, not 300 ms; one that met a 40 ms queue waits
+    /// 2 × 40 + 5 = 85 ms; a queue past the cap waits LINGER.
+    #[test]
+    fn a_lossy_train_waits_for_stragglers_as_long_as_its_queue_drains() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut rx = Receiver::new(4);
+        let mut ss = session(&mut rx, 10_000);
+        let s = ss.id();
+        // Train `train` of 3: probes 0 and 1 arrive (one way 1 ms, then `owd1` ms), probe 2
+        // was dropped, the end comes 2 ms after the last arrival. Returns the wait past it.
+        let mut lossy = |train: u32, owd1: u64| -> Duration {
+            let at = t0 + ms(1000 * train as u64);
+            start(&mut ss, at, train, 5000);
+            feed_owd(&mut rx, at, s, train, 0, 3, 0, 1).unwrap();
+            feed_owd(&mut rx, at + ms(1), s, train, 1, 3, 1, 1 + owd1).unwrap();
+            end(&mut ss, at + ms(3), train, 3);
+            let due = ss.poll_timeout(&rx).unwrap();
+            assert_eq!(ss.poll_transmit(due - ms(1), &mut rx), None);
+            assert_eq!(
+                report(ss.poll_transmit(due, &mut rx)),
+                Some((train, 2, false))
+            );
+            due - (at + ms(3))
+        };
+        assert_eq!(lossy(1, 3), ms(20), "shallow queue: the floor");
+        assert_eq!(lossy(2, 41), ms(85), "40 ms of queue");
+        assert_eq!(lossy(3, 500), LINGER, "capped");
+    }
+
+    /// A train sent into a standing queue shows little spread of its own (50 and 51 ms one
+    /// way); measured from the session's earlier train (1 ms one way, all arrived), its queue
+    /// is 50 ms deep: 105 ms. A straggler that comes after the report is stale (counted).
+    #[test]
+    fn a_standing_queue_is_measured_from_the_sessions_recent_trains() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut rx = Receiver::new(4);
+        let mut ss = session(&mut rx, 10_000);
+        let s = ss.id();
+        start(&mut ss, t0, 1, 5000);
+        feed_owd(&mut rx, t0, s, 1, 0, 2, 0, 1).unwrap();
+        feed_owd(&mut rx, t0, s, 1, 1, 2, 0, 1).unwrap();
+        end(&mut ss, t0, 1, 2);
+        assert_eq!(report(ss.poll_transmit(t0, &mut rx)), Some((1, 2, false)));
+
+        let at = t0 + ms(100);
+        start(&mut ss, at, 2, 5000);
+        feed_owd(&mut rx, at, s, 2, 0, 3, 100, 150).unwrap();
+        feed_owd(&mut rx, at, s, 2, 1, 3, 100, 151).unwrap();
+        end(&mut ss, at, 2, 3);
+        assert_eq!(ss.poll_timeout(&rx), Some(at + ms(105)));
+        assert_eq!(
+            report(ss.poll_transmit(at + ms(105), &mut rx)),
+            Some((2, 2, false))
+        );
+        assert_eq!(
+            feed_owd(&mut rx, at + ms(106), s, 2, 2, 3, 100, 206),
+            Err(DropReason::Stale)
+        );
+    }
+
+    /// Without delays to judge by, the fixed wait: a train whose probes were all lost, and
+    /// one of which a single probe came on a session with no earlier train.
+    #[test]
+    fn no_evidence_of_the_queue_keeps_the_fixed_linger() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut rx = Receiver::new(4);
+        let mut ss = session(&mut rx, 10_000);
+        let s = ss.id();
+        start(&mut ss, t0, 1, 5000);
+        end(&mut ss, t0 + ms(3), 1, 3);
+        assert_eq!(ss.poll_timeout(&rx), Some(t0 + ms(3) + LINGER));
+        assert_eq!(
+            report(ss.poll_transmit(t0 + ms(3) + LINGER, &mut rx)),
+            Some((1, 0, false))
+        );
+        start(&mut ss, t0, 2, 5000);
+        feed_owd(&mut rx, t0 + ms(1), s, 2, 0, 3, 0, 1).unwrap();
+        end(&mut ss, t0 + ms(3), 2, 3);
+        assert_eq!(ss.poll_timeout(&rx), Some(t0 + ms(3) + LINGER));
+        // With an earlier train's delay to compare with, one probe is enough.
+        assert_eq!(
+            report(ss.poll_transmit(t0 + ms(3) + LINGER, &mut rx)),
+            Some((2, 1, false))
+        );
+        start(&mut ss, t0, 3, 5000);
+        feed_owd(&mut rx, t0 + ms(1), s, 3, 0, 3, 0, 1).unwrap();
+        end(&mut ss, t0 + ms(3), 3, 3);
+        assert_eq!(ss.poll_timeout(&rx), Some(t0 + ms(23)));
     }
 
     #[test]
