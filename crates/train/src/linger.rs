@@ -31,6 +31,48 @@ pub fn straggler_wait_ns(queue_ns: u64, cap_ns: u64) -> u64 {
         .min(cap_ns)
 }
 
+/// The wait past the later of TrainEnd and the last arrival for a lossy train whose arrivals'
+/// delays are `owd`, on a session whose recent lowest delay is `base` ([`RecentBase`]): the
+/// fixed `cap_ns` without evidence of the queue (no arrival, or one with nothing to compare
+/// it with), else [`straggler_wait_ns`] of the deepest queueing delay seen.
+pub fn wait_ns(owd: &OwdRange, base: Option<i64>, cap_ns: u64) -> u64 {
+    let evidence = owd.seen() >= 2 || (owd.seen() == 1 && base.is_some());
+    if !evidence {
+        return cap_ns;
+    }
+    straggler_wait_ns(owd.queue_ns(base), cap_ns)
+}
+
+/// The lowest one-way delays of a session's last [`BASE_TRAINS`] trains: the path's delay with
+/// the emptiest queue seen lately, from which a train's queueing delay is measured (a train
+/// sent into a standing queue shows little spread of its own). Few trains, so clock drift
+/// between the two hosts stays small against the floor; a clock step only lengthens waits
+/// (a base above a train's own lowest delay is not used).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecentBase {
+    mins: std::collections::VecDeque<i64>,
+}
+
+/// Trains [`RecentBase`] remembers.
+pub const BASE_TRAINS: usize = 8;
+
+impl RecentBase {
+    /// A train is done (reported or replaced): keep its lowest delay, if it had one.
+    pub fn remember(&mut self, owd: &OwdRange) {
+        if let Some(min) = owd.min() {
+            if self.mins.len() == BASE_TRAINS {
+                self.mins.pop_front();
+            }
+            self.mins.push_back(min);
+        }
+    }
+
+    /// The lowest delay of the trains remembered.
+    pub fn base(&self) -> Option<i64> {
+        self.mins.iter().copied().min()
+    }
+}
+
 /// The lowest and highest one-way delay of the probes seen (ns, any clock offset). Stamps
 /// are whatever the sender wrote: the difference wraps instead of overflowing, so garbage
 /// gives a wide range (a long wait, capped), never a panic.
@@ -111,5 +153,29 @@ mod tests {
         r.add(u64::MAX, 0);
         r.add(0, u64::MAX);
         assert!(r.queue_ns(None) > 0);
+    }
+
+    #[test]
+    fn evidence_and_the_recent_base() {
+        let cap = 300_000_000;
+        let mut base = RecentBase::default();
+        let mut one = OwdRange::default();
+        one.add(0, 50_000_000);
+        // Nothing arrived, or one probe with nothing to compare it with: the fixed wait.
+        assert_eq!(wait_ns(&OwdRange::default(), None, cap), cap);
+        assert_eq!(wait_ns(&one, base.base(), cap), cap);
+        // An earlier train at 1 ms: the one probe met 49 ms of queue.
+        let mut quiet = OwdRange::default();
+        quiet.add(0, 1_000_000);
+        base.remember(&quiet);
+        base.remember(&OwdRange::default());
+        assert_eq!(base.base(), Some(1_000_000));
+        assert_eq!(wait_ns(&one, base.base(), cap), 103_000_000);
+        // Only the last BASE_TRAINS trains count.
+        for _ in 0..BASE_TRAINS {
+            base.remember(&one);
+        }
+        assert_eq!(base.base(), Some(50_000_000));
+        assert_eq!(wait_ns(&one, base.base(), cap), FLOOR_NS);
     }
 }

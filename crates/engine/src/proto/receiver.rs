@@ -10,10 +10,10 @@ use super::{
     MAX_TRAIN_TIMEOUT,
 };
 use crate::train::{WallNs, MAX_TRAIN_LEN};
-use mgrp_train::linger::{straggler_wait_ns, OwdRange};
+use mgrp_train::linger::{wait_ns, OwdRange, RecentBase};
 use mgrp_wire::control::{code, Control, RxRecord, FRAME_HEADER, REPORT_BASE_LEN, RX_RECORD_LEN};
 use mgrp_wire::probe::Probe;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -63,35 +63,14 @@ struct RxTrain {
     owd: OwdRange,
 }
 
-/// The lowest one-way delays of a session's last few trains: the path's delay with the
-/// emptiest queue seen lately, from which a train's queueing delay is measured (a train sent
-/// into a standing queue shows little spread of its own). Few, so clock drift stays small.
-const BASE_TRAINS: usize = 8;
-
 #[derive(Debug)]
 struct RxSession {
     peer_ip: IpAddr,
     train: Option<RxTrain>,
     last_reported: u32,
     udp_bytes_in: u64,
-    /// The lowest one-way delay of each of the last [`BASE_TRAINS`] trains.
-    bases: VecDeque<i64>,
-}
-
-impl RxSession {
-    /// Keep `t`'s lowest delay among the recent trains' (it is being reported or replaced).
-    fn remember(&mut self, t: &RxTrain) {
-        if let Some(min) = t.owd.min() {
-            if self.bases.len() == BASE_TRAINS {
-                self.bases.pop_front();
-            }
-            self.bases.push_back(min);
-        }
-    }
-
-    fn base(&self) -> Option<i64> {
-        self.bases.iter().copied().min()
-    }
+    /// The lowest one-way delay of the last few trains (reported or replaced).
+    base: RecentBase,
 }
 
 /// Where a train's report stands: probes received, when the last came, and how long to wait
@@ -141,7 +120,7 @@ impl Receiver {
                 train: None,
                 last_reported: 0,
                 udp_bytes_in: 0,
-                bases: VecDeque::with_capacity(BASE_TRAINS),
+                base: RecentBase::default(),
             },
         );
         Ok(id)
@@ -203,7 +182,7 @@ impl Receiver {
         if !current {
             // A new train replaces an unreported older one (its sender moved on).
             if let Some(old) = st.train.take() {
-                st.remember(&old);
+                st.base.remember(&old.owd);
             }
             st.train = Some(RxTrain {
                 train: h.train,
@@ -247,21 +226,15 @@ impl Receiver {
             return none;
         };
         match st.train.as_ref() {
-            Some(t) if t.train == train => {
-                let base = st.base();
-                let evidence = t.owd.seen() >= 2 || (t.owd.seen() == 1 && base.is_some());
-                let cap = LINGER.as_nanos() as u64;
-                let linger = if evidence {
-                    Duration::from_nanos(straggler_wait_ns(t.owd.queue_ns(base), cap))
-                } else {
-                    LINGER
-                };
-                Progress {
-                    received: t.records.len(),
-                    last_rx: Some(t.last_rx),
-                    linger,
-                }
-            }
+            Some(t) if t.train == train => Progress {
+                received: t.records.len(),
+                last_rx: Some(t.last_rx),
+                linger: Duration::from_nanos(wait_ns(
+                    &t.owd,
+                    st.base.base(),
+                    LINGER.as_nanos() as u64,
+                )),
+            },
             _ => none,
         }
     }
@@ -274,7 +247,7 @@ impl Receiver {
         st.last_reported = train;
         match st.train.take() {
             Some(t) if t.train == train => {
-                st.remember(&t);
+                st.base.remember(&t.owd);
                 t.records
             }
             other => {
