@@ -10,10 +10,13 @@
 //! Opt-in, what the testbed does that the model does not by default ([`Host`], issue 20 calib5):
 //! a drop-tail queue counted in packets (the testbed's `pfifo limit 100`), receive stamps with
 //! jitter, and the agent's report rule (a train that lost a probe is reported only a linger
-//! after its last arrival; the model by default reports at the last arrival).
+//! after its last arrival; the model by default reports at the last arrival): the fixed 300 ms
+//! of the agent before calib6, or its wait for stragglers as long as the queue drains
+//! ([`Linger::Adaptive`], `mgrp_train::linger`).
 
 use crate::{wire_bits, TrainResult, TrainSpec};
 use mgrp_traffic::pattern::{CrossPattern, Schedule, ETH_HLEN};
+use mgrp_train::linger::{OwdRange, RecentBase};
 use mgrp_train::{Arrival, MonoNs, SendRecord, WallNs};
 
 pub struct FluidPath {
@@ -40,6 +43,15 @@ pub struct FluidPath {
     /// Departure times of the cross frames the queue took, the last [`DELIVERED_KEEP_NS`]
     /// ([`FluidPath::avail_delivered_bps`]).
     delivered: std::collections::VecDeque<u64>,
+    /// The receiver's lowest one-way delays of the last trains ([`Linger::Adaptive`]).
+    base: RecentBase,
+    /// When the latest probe dropped in the train being sent would have arrived had the queue
+    /// taken it: the latest a straggler could come ([`FluidPath::stragglers_cut`]).
+    straggler_rx: Option<u64>,
+    /// Trains reported with a probe missing, and those whose report came before a straggler
+    /// could (had the queue held one more packet) have arrived: what a too-short wait costs.
+    pub lossy_reports: u64,
+    pub stragglers_cut: u64,
 }
 
 /// How far back the delivered cross frames are kept (bounds the memory of a long run).
@@ -58,6 +70,9 @@ pub struct Host {
     /// arrived is reported at its last arrival; one that lost any is reported this long after
     /// its last arrival (or the sender's end of train, if later), also when it lost all.
     pub report_linger_ns: Option<u64>,
+    /// How long that wait is: the linger itself, or the agent's wait for stragglers capped
+    /// at it.
+    pub linger: Linger,
     /// One-way propagation instead of the path's own: the accuracy bench's testbed has no
     /// delay line, so its round trip is a fraction of a millisecond (the model's tests use
     /// 10 ms one way), and a stream's report comes back at once.
@@ -66,14 +81,27 @@ pub struct Host {
     pub seed: u64,
 }
 
+/// The agent's wait for the stragglers of a train that lost a probe.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Linger {
+    /// `report_linger_ns` whatever the train showed (the agent before calib6).
+    #[default]
+    Fixed,
+    /// As the agent waits since calib6 (`mgrp_train::linger::wait_ns`): twice the deepest
+    /// queueing delay the arrivals met + 5 ms, 20 ms at least, `report_linger_ns` at most.
+    Adaptive,
+}
+
 impl Host {
-    /// The testbed's `mgrp bench accuracy` path: pfifo of 100 packets, the agent's 300 ms
-    /// linger; stamps are the kernel's (`SO_TIMESTAMPNS`), so no jitter by default.
+    /// The testbed's `mgrp bench accuracy` path as calib5 modelled it: pfifo of 100 packets,
+    /// the agent's fixed 300 ms linger; stamps are the kernel's (`SO_TIMESTAMPNS`), so no
+    /// jitter by default. The agent since calib6: `Host { linger: Linger::Adaptive, ..}`.
     pub fn testbed() -> Host {
         Host {
             packet_limit: Some(100),
             rx_jitter_ns: 0,
             report_linger_ns: Some(300_000_000),
+            linger: Linger::Fixed,
             prop_ns: Some(50_000),
             seed: 1,
         }
@@ -133,6 +161,10 @@ impl FluidPath {
             waiting: std::collections::VecDeque::new(),
             jitter: 0,
             delivered: std::collections::VecDeque::new(),
+            base: RecentBase::default(),
+            straggler_rx: None,
+            lossy_reports: 0,
+            stragglers_cut: 0,
         };
         path.next_cross = path.cross.as_mut().and_then(|s| s.next());
         Ok(path)
@@ -235,11 +267,13 @@ impl FluidPath {
     pub fn send_train(&mut self, start_ns: u64, train: &TrainSpec) -> TrainResult {
         let start = start_ns.max(self.now_ns);
         let (mut sends, mut arrivals) = (Vec::new(), Vec::new());
+        self.straggler_rx = None;
         for (i, (off, p)) in train.offsets().iter().zip(&train.probes).enumerate() {
             let t = start + off;
             self.cross_until(t);
+            let frame = wire_bits(p.size) / 8.0;
             let rx = self
-                .enqueue(t, wire_bits(p.size) / 8.0)
+                .enqueue(t, frame)
                 .map(|d| d + self.prop_ns)
                 .map(|rx| rx + self.jitter_ns());
             match rx {
@@ -248,7 +282,12 @@ impl FluidPath {
                     size: p.size,
                     rx_ns: WallNs(rx),
                 }),
-                None => self.dropped_probes += 1,
+                None => {
+                    self.dropped_probes += 1;
+                    // Behind the whole queue it found full, had there been room.
+                    let would = t + (self.work_ns + frame * 8e9 / self.capacity_bps) as u64;
+                    self.straggler_rx = self.straggler_rx.max(Some(would + self.prop_ns));
+                }
             }
             // One clock for everything on the model path.
             sends.push(SendRecord {
@@ -341,6 +380,36 @@ impl FluidPath {
     }
 }
 
+impl FluidPath {
+    /// The agent's wait past the later of TrainEnd and the last arrival for `obs`: none if
+    /// every probe arrived, else `linger` or the wait for stragglers ([`Host::linger`]).
+    /// Remembers the train's lowest delay, as the agent's session does, and counts a report
+    /// that came before a dropped probe could have arrived.
+    /// `from`: the later of TrainEnd and the last arrival, where the wait starts.
+    fn straggler_wait(&mut self, obs: &TrainResult, linger: u64, from: u64) -> u64 {
+        let mut owd = OwdRange::default();
+        for p in &obs.probes {
+            if let Some(rx) = p.rx_ns {
+                owd.add(p.tx_real_ns.0, rx.0);
+            }
+        }
+        let lost = obs.probes.iter().any(|p| p.rx_ns.is_none());
+        let wait = match (lost, self.host.linger) {
+            (false, _) => 0,
+            (true, Linger::Fixed) => linger,
+            (true, Linger::Adaptive) => mgrp_train::linger::wait_ns(&owd, self.base.base(), linger),
+        };
+        self.base.remember(&owd);
+        if lost {
+            self.lossy_reports += 1;
+            if self.straggler_rx.is_some_and(|s| s > from + wait) {
+                self.stragglers_cut += 1;
+            }
+        }
+        wait
+    }
+}
+
 /// Run `est` against `path` until it is done or `horizon_ns` passes. A train's outcome is handed
 /// to the estimator when its report would arrive: after the last arrival plus the return
 /// propagation (or, if everything was lost, after the train plus a second). Returns each new
@@ -376,8 +445,8 @@ pub fn drive_with(
                 Some(linger) => {
                     let ended = last_sent + path.prop_ns;
                     let last = last_rx.map_or(ended, |rx| rx.max(ended));
-                    let lost = obs.probes.iter().any(|p| p.rx_ns.is_none());
-                    last + if lost { linger } else { 0 } + path.prop_ns
+                    let wait = path.straggler_wait(&obs, linger, last);
+                    last + wait + path.prop_ns
                 }
                 None => last_rx
                     .map(|rx| rx + path.prop_ns)
@@ -561,6 +630,40 @@ mod tests {
         let lossy = report(5.0 * 1514.0, Host::default());
         assert_eq!(lossy, 6_156_000);
         assert_eq!(report(5.0 * 1514.0, linger), lossy + 300_000_000);
+    }
+
+    /// The agent since calib6 waits for stragglers as long as the queue the arrivals met
+    /// drains (twice it + 5 ms, 20 ms at least): 10 MTU probes at once into a 5-frame buffer
+    /// met at most 4.8 ms of queue, so the floor; 60 into a 50-frame buffer met 59.3 ms, so
+    /// 2 × 59.3 + 5 = 123.7 ms. A probe the queue dropped could not have come later (none cut).
+    #[test]
+    fn the_adaptive_linger_waits_as_long_as_the_queue_drains() {
+        let run = |buffer_frames: f64, probes: usize, linger: Linger| -> (u64, FluidPath) {
+            let host = Host {
+                report_linger_ns: Some(300_000_000),
+                linger,
+                ..Host::default()
+            };
+            let mut p = FluidPath::new(10e6, buffer_frames * 1514.0, 50_000, None)
+                .unwrap()
+                .with_host(host);
+            let mut e = OneTrain {
+                train: TrainSpec::constant_rate(probes, 1472, 1e12),
+                sent: false,
+                reported_ns: None,
+            };
+            drive(&mut e, &mut p, 10_000_000_000);
+            (e.reported_ns.unwrap(), p)
+        };
+        let (fixed, _) = run(5.0, 10, Linger::Fixed);
+        let (short, p) = run(5.0, 10, Linger::Adaptive);
+        assert_eq!(fixed - short, 300_000_000 - 20_000_000);
+        assert_eq!((p.lossy_reports, p.stragglers_cut), (1, 0));
+        let (fixed, _) = run(50.0, 60, Linger::Fixed);
+        let (deep, p) = run(50.0, 60, Linger::Adaptive);
+        let wait = 300_000_000 - (fixed - deep);
+        assert!((123_000_000..124_500_000).contains(&wait), "{wait}");
+        assert_eq!((p.lossy_reports, p.stragglers_cut), (1, 0));
     }
 
     /// Truth as the testbed measures it: C − what the queue delivered. On/off at 75% load
