@@ -1121,8 +1121,8 @@ mod tests {
     /// (on/off 500 ms at 50% and 75%), testbed-like model, seeds 1..=40: no report comes
     /// before a dropped probe could have arrived, where a fixed 20 ms wait cuts such
     /// stragglers (the test separates); and runs end sooner than with the fixed 300 ms.
-    /// Measured (`calib::study::linger_effect`, 200 seeds): 0 cut of 2419 lossy reports
-    /// against 201 of 3407 with 20 ms; median final 2.93 → 2.53 s (50%), 4.90 → 3.13 s (75%).
+    /// Measured (`calib::study::linger_effect`, 200 seeds): 0 cut of 2439 lossy reports
+    /// against 201 of 3441 with 20 ms; median final 2.96 → 2.65 s (50%), 4.90 → 3.13 s (75%).
     /// Deterministic for a seed: the bounds are the 40 seeds' own figures with the sign that
     /// matters (none cut; some cut; sooner).
     #[test]
