@@ -110,8 +110,9 @@ pub fn trace(
 /// probes `gap_ns` apart), one every `every` at most, each handed to `on_round` as it comes
 /// (return `false` to stop). The delay vector of a round is [`Round::delays`].
 ///
-/// A round lasts at least the agent's linger for missing probes (300 ms: TTL-limited probes
-/// never reach it), so rounds come no faster than about three a second.
+/// A round lasts at least the agent's wait for missing probes (TTL-limited probes never reach
+/// it): 300 ms on agents before calib6, so rounds came about three a second; now 20 ms or more
+/// (300 ms for a session's first round, which has no earlier delay to judge the queue by).
 pub fn parallel_traceroute(
     session: &mut dyn Prober,
     hops: u8,

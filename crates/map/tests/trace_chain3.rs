@@ -155,7 +155,7 @@ fn trace_finds_r1_r2_r3_and_the_agent_with_growing_delays() {
             hop + 1
         );
     }
-    // Three rounds, each about the agent's linger for the probes that expired (0.3 s).
+    // Three rounds, each at most the agent's wait for the probes that expired (0.3 s).
     assert!(took < Duration::from_secs(5), "took {took:?}");
     // The control connection's RTT is the whole forward delay too.
     let rtt = rep.control_rtt_ns.unwrap() as f64 / 1e6;
