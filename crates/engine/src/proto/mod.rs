@@ -18,7 +18,9 @@ pub mod sender;
 use mgrp_wire::WireError;
 use std::time::Duration;
 
-/// After a sender says a train is done, wait this long past the last arrival for stragglers.
+/// After a sender says a train is done, wait at most this long past the last arrival for
+/// stragglers: as long as the queue the arrivals met drains ([`mgrp_train::linger`]), this
+/// long when no delay shows it (nothing arrived).
 pub const LINGER: Duration = Duration::from_millis(300);
 /// A connection must authenticate within this time (a hello is one small frame; a slow
 /// stranger only holds a pre-auth slot this long).
