@@ -30,6 +30,7 @@ pub mod track;
 pub mod trend;
 pub mod wren;
 pub mod wren2;
+pub mod phase;
 
 use serde::Serialize;
 

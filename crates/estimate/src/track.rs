@@ -52,7 +52,9 @@ use crate::auto::{Auto, AutoParams};
 use crate::slops::{Pace, Slops, SlopsParams};
 use crate::trend::{group_medians, stream_trend, Trend, TrendParams};
 use crate::{Estimate, Estimator, Quality, TrainResult, TrainSpec, WIRE_OVERHEAD};
+use crate::phase::{read_avail, reading_train, ReadingShape, Readings};
 use serde::Serialize;
+use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TrackParams {
@@ -108,6 +110,25 @@ pub struct TrackParams {
     /// Start rounds by itself (`mgrp estimate --continuous`, the fluid tests); otherwise the
     /// caller starts each ([`Tracker::begin_round`]).
     pub continuous: bool,
+    /// Follow a path whose A swings within the time scale (on/off bursts) with phase
+    /// readings ([`crate::phase`]) once hold checks contradict it both ways often; `false`:
+    /// hold checks only, as before.
+    pub phase: bool,
+    /// Hold checks in a row (the last this many rounds) that must include `phase_evidence`
+    /// rounds contradicting A from below and as many from above before phase readings start.
+    pub phase_window: u32,
+    pub phase_evidence: u32,
+    /// Probes per phase reading, and the least duration of a reading train at C (ns).
+    pub phase_probes: usize,
+    pub phase_span_ns: f64,
+    /// The time scale readings are averaged over (ns): the estimate's, 1 s.
+    pub phase_timescale_ns: u64,
+    /// Readings go on at least this long (ns), then while the means of successive time scales
+    /// still differ by more than `phase_steady` × C (standard deviation); then hold checks.
+    pub phase_dwell_ns: u64,
+    pub phase_steady: f64,
+    /// Least time between two readings (continuous mode).
+    pub phase_interval_ns: u64,
 }
 
 impl Default for TrackParams {
@@ -134,6 +155,15 @@ impl Default for TrackParams {
             ceiling: 0.02,
             min_interval_ns: 100_000_000,
             continuous: true,
+            phase: false,
+            phase_window: 10,
+            phase_evidence: 2,
+            phase_probes: 20,
+            phase_span_ns: 1.5e6,
+            phase_timescale_ns: 1_000_000_000,
+            phase_dwell_ns: 10_000_000_000,
+            phase_steady: 0.05,
+            phase_interval_ns: 20_000_000,
         }
     }
 }
@@ -157,6 +187,10 @@ pub enum TrackError {
     Shrink(f64),
     #[error("below_every must be 1..=10 checks, not {0}")]
     BelowEvery(u32),
+    #[error("phase readings need 4..=200 probes and evidence 1..=window<=100 rounds")]
+    PhaseShape,
+    #[error("phase time scale must be 10ms..=60s and the dwell at least 2 time scales")]
+    PhaseTimescale,
 }
 
 impl TrackParams {
@@ -187,6 +221,20 @@ impl TrackParams {
         }
         if !(10..=1000).contains(&self.stream_len) {
             return Err(TrackError::StreamLen(self.stream_len));
+        }
+        if !(4..=200).contains(&self.phase_probes)
+            || self.phase_evidence == 0
+            || self.phase_evidence > self.phase_window
+            || self.phase_window > 100
+            || !(self.phase_span_ns.is_finite() && self.phase_span_ns > 0.0)
+            || !(self.phase_steady.is_finite() && self.phase_steady > 0.0)
+        {
+            return Err(TrackError::PhaseShape);
+        }
+        if !(10_000_000..=60_000_000_000).contains(&self.phase_timescale_ns)
+            || self.phase_dwell_ns < 2 * self.phase_timescale_ns
+        {
+            return Err(TrackError::PhaseTimescale);
         }
         Ok(())
     }
@@ -250,6 +298,15 @@ enum Phase {
     Hold(Check),
     Search(Box<Slops>),
     Narrow(Narrow),
+    /// Phase readings: one reading train a round.
+    Read(ReadStep),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadStep {
+    Due,
+    Sent,
+    Back,
 }
 
 /// What the tracker has done so far, for reports and tests.
@@ -267,6 +324,9 @@ pub struct TrackStats {
     /// Streams above A whose queue rose as if A had fallen past the margin (the stream below
     /// was then sent at once).
     pub fall_hints: u32,
+    /// Times hold checks gave way to phase readings, and readings taken.
+    pub phase_starts: u32,
+    pub readings: u32,
     pub probe_bytes: u64,
 }
 
@@ -298,6 +358,12 @@ pub struct Tracker {
     next_round_at: u64,
     last: u64,
     stats: TrackStats,
+    /// Rounds whose hold check had a stream contradict A from below / above (round numbers,
+    /// the last `phase_window` rounds'): the evidence that starts phase readings.
+    contra: [VecDeque<u32>; 2],
+    readings: Readings,
+    /// When the current run of phase readings started.
+    read_since: u64,
 }
 
 impl Tracker {
@@ -335,6 +401,9 @@ impl Tracker {
             next_round_at: 0,
             last: 0,
             stats: TrackStats::default(),
+            contra: [VecDeque::new(), VecDeque::new()],
+            readings: Readings::default(),
+            read_since: 0,
         })
     }
 
@@ -619,6 +688,11 @@ impl Tracker {
             return;
         }
         c.streak += 1;
+        let round = self.stats.rounds;
+        let seen = &mut self.contra[side as usize];
+        if seen.back() != Some(&round) {
+            seen.push_back(round);
+        }
         // Against a refined bracket one stream fewer confirms: the stream at the margin that
         // follows is one more.
         let need = if refined {
@@ -764,12 +838,16 @@ impl Tracker {
         match &mut self.phase {
             Phase::Acquire(a) => Some(a.as_mut()),
             Phase::Search(s) => Some(s.as_mut()),
-            Phase::Hold(_) | Phase::Narrow(_) => None,
+            Phase::Hold(_) | Phase::Narrow(_) | Phase::Read(_) => None,
         }
     }
 
     /// The phase finished: move on, and close the round if it gave an estimate.
     fn advance(&mut self, now_ns: u64) {
+        if matches!(self.phase, Phase::Read(ReadStep::Back)) {
+            self.conclude_reading(now_ns);
+            return;
+        }
         // A narrow re-search with nothing left to send is over: where it puts A.
         let narrowed = match &self.phase {
             Phase::Narrow(n) if n.sent.is_none() && self.narrow_rate().is_none() => {
@@ -796,6 +874,7 @@ impl Tracker {
             }
             Phase::Hold(c) => c.sent.is_none() && c.todo.is_empty(),
             Phase::Narrow(_) => narrowed.is_some(),
+            Phase::Read(_) => false,
             _ => false,
         };
         if let (Some(Some((v, lo, hi))), Some(h)) = (narrowed, &mut self.held) {
@@ -865,9 +944,15 @@ impl Tracker {
             Phase::Search(..) => "track:search",
             Phase::Narrow(_) => "track:narrow",
             Phase::Hold(_) => "track:hold",
+            Phase::Read(_) => "track:phase",
         };
         if self.held.is_some() && self.capacity_bps().is_some() {
-            let hold = Phase::Hold(Check::default());
+            let hold = if self.phase_evidence() {
+                self.start_readings(now_ns);
+                Phase::Read(ReadStep::Due)
+            } else {
+                Phase::Hold(Check::default())
+            };
             self.phase = hold;
         } else {
             // Nothing came back: acquire again next round.
@@ -905,6 +990,103 @@ impl Tracker {
         self.close_round(now_ns, method == "track:acquire");
     }
 
+    /// Hold checks contradicted A from both sides in enough of the last rounds: A swings
+    /// within the time scale, faster than checks (a round every ~1–2 s at 2% of C) follow.
+    fn phase_evidence(&mut self) -> bool {
+        if !self.p.phase || !matches!(self.phase, Phase::Hold(_) | Phase::Narrow(_)) {
+            return false;
+        }
+        let from = self.stats.rounds.saturating_sub(self.p.phase_window);
+        for seen in &mut self.contra {
+            while seen.front().is_some_and(|r| *r <= from) {
+                seen.pop_front();
+            }
+        }
+        self.contra
+            .iter()
+            .all(|seen| seen.len() as u32 >= self.p.phase_evidence)
+    }
+
+    fn start_readings(&mut self, now_ns: u64) {
+        self.stats.phase_starts += 1;
+        self.read_since = now_ns;
+        self.readings.clear();
+        for seen in &mut self.contra {
+            seen.clear();
+        }
+    }
+
+    fn reading_shape(&self) -> ReadingShape {
+        ReadingShape {
+            probes: self.p.phase_probes,
+            span_ns: self.p.phase_span_ns,
+        }
+    }
+
+    /// The reading train, when one is due.
+    fn next_reading(&mut self) -> Option<TrainSpec> {
+        let c = self.capacity_bps()?;
+        if !matches!(self.phase, Phase::Read(ReadStep::Due)) {
+            return None;
+        }
+        self.phase = Phase::Read(ReadStep::Sent);
+        Some(reading_train(self.reading_shape(), c))
+    }
+
+    /// A reading train came back: what A was while it crossed.
+    fn handle_reading(&mut self, now_ns: u64, obs: &TrainResult) {
+        if let Some(a) = self.capacity_bps().and_then(|c| read_avail(obs, c)) {
+            let keep = self.p.phase_dwell_ns + self.p.phase_timescale_ns;
+            self.readings.push(now_ns, a, keep, 4096);
+            self.stats.readings += 1;
+        }
+        self.phase = Phase::Read(ReadStep::Back);
+    }
+
+    /// A reading round is over: the estimate is the time-weighted mean of the readings over
+    /// the time scale. Readings go on for the dwell, then while the means of successive time
+    /// scales still differ; then hold checks again, from that mean.
+    fn conclude_reading(&mut self, now_ns: u64) {
+        let (Some(c), Some(h)) = (self.capacity_bps(), self.held.as_mut()) else {
+            self.phase = Phase::Read(ReadStep::Due);
+            self.close_round(now_ns, false);
+            return;
+        };
+        let ts = self.p.phase_timescale_ns;
+        if let Some(a) = self.readings.mean(now_ns, ts) {
+            h.value_bps = a;
+        }
+        let m = self.p.margin * c;
+        h.low_bps = (h.value_bps - m).max(0.0);
+        h.high_bps = (h.value_bps + m).min(c);
+        h.final_ = true;
+        let per_scale = self.p.phase_timescale_ns as f64 / self.p.phase_interval_ns as f64;
+        h.quality = Quality {
+            method: "track:phase",
+            elapsed_s: now_ns.saturating_sub(self.round_start) as f64 / 1e9,
+            probe_bytes: self.round_bytes,
+            trains: self.round_trains,
+            confidence: (self.readings.len() as f64 / per_scale.min(5.0)).min(1.0),
+            timescale_ms: Some(ts as f64 / 1e6),
+        };
+        self.concluded = true;
+        let dwelt = now_ns.saturating_sub(self.read_since) >= self.p.phase_dwell_ns;
+        let steady = || {
+            self.readings
+                .spread_of_means(now_ns, ts, self.p.phase_dwell_ns)
+                .is_some_and(|sd| sd <= self.p.phase_steady * c)
+        };
+        self.phase = if dwelt && steady() {
+            // Back to hold checks, both sides at the margin first.
+            self.spread = None;
+            self.since_below = u32::MAX;
+            Phase::Hold(Check::default())
+        } else {
+            Phase::Read(ReadStep::Due)
+        };
+        self.close_round(now_ns, false);
+    }
+
     /// End the round; the next may start once its frames are paid for at the ceiling. The
     /// acquiring search is paid back too, but while checks go on: it leaves a debt of its
     /// frames, and until that is repaid each round waits twice its own pay-back (half the
@@ -926,7 +1108,12 @@ impl Tracker {
                     self.debt = self.debt.saturating_sub(self.round_frames);
                 }
                 let took = now_ns.saturating_sub(self.round_start) as f64;
-                ((pay_ns - took).max(0.0).ceil() as u64).max(self.p.min_interval_ns)
+                let least = if matches!(self.phase, Phase::Read(_)) {
+                    self.p.phase_interval_ns
+                } else {
+                    self.p.min_interval_ns
+                };
+                ((pay_ns - took).max(0.0).ceil() as u64).max(least)
             }
             None => self.p.min_interval_ns,
         };
@@ -981,6 +1168,8 @@ impl Estimator for Tracker {
                 None => {
                     let t = if matches!(self.phase, Phase::Narrow(_)) {
                         self.next_narrow_stream()
+                    } else if matches!(self.phase, Phase::Read(_)) {
+                        self.next_reading()
                     } else {
                         self.next_check_stream()
                     };
@@ -1014,9 +1203,11 @@ impl Estimator for Tracker {
     fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         self.last = now_ns;
         let narrowing = matches!(self.phase, Phase::Narrow(_));
+        let reading = matches!(self.phase, Phase::Read(_));
         match self.inner() {
             Some(e) => e.handle_train(now_ns, obs),
             None if narrowing => self.handle_narrow(obs),
+            None if reading => self.handle_reading(now_ns, obs),
             None => self.handle_check(obs),
         }
         if self.round_open {
@@ -1051,7 +1242,7 @@ impl Estimator for Tracker {
             return match &self.phase {
                 Phase::Acquire(a) => a.next_wakeup(),
                 Phase::Search(s) => s.next_wakeup(),
-                Phase::Hold(_) | Phase::Narrow(_) => Some(self.last),
+                Phase::Hold(_) | Phase::Narrow(_) | Phase::Read(_) => Some(self.last),
             };
         }
         self.p.continuous.then_some(self.next_round_at)
@@ -1505,6 +1696,66 @@ mod tests {
                 "{c:e} {cross}: before median {:.3} p90 {:.3} rounds {}; after {:.3} {:.3} rounds {}",
                 before.0, before.1, before.2, after.0, after.1, after.2
             );
+        }
+    }
+
+    /// Pooled median / p90 error, the load after acquisition (share of C, worst seed) and the
+    /// phase starts over `seeds`, `horizon_s` each.
+    fn pooled_load(
+        c: f64,
+        cross: &str,
+        seeds: std::ops::RangeInclusive<u64>,
+        horizon_s: u64,
+        tp: TrackParams,
+    ) -> (f64, f64, f64, u32) {
+        let (mut errs, mut load, mut starts) = (Vec::new(), 0.0f64, 0);
+        for seed in seeds {
+            let r = run_with(c, cross, seed, horizon_s, tp);
+            errs.extend(r.held.iter().map(|(_, e, t)| rel(e, *t, c)));
+            load = load.max(r.track_bytes as f64 * 8.0 / (r.track_ns as f64 / 1e9) / c);
+            starts += r.stats.phase_starts;
+        }
+        errs.sort_by(f64::total_cmp);
+        let n = errs.len();
+        (errs[n / 2], errs[n * 9 / 10], load, starts)
+    }
+
+    /// The tracking bench's on/off (30% of C on average: exponential ~0.5 s bursts at 60%)
+    /// and the steady cells, hold checks only against phase readings (SEEDS, HORIZON).
+    #[test]
+    #[ignore]
+    fn study_phase() {
+        let var = |k: &str, d: f64| std::env::var(k).map_or(d, |v| v.parse().unwrap());
+        let seeds = var("SEEDS", 3.0) as u64;
+        let horizon = var("HORIZON", 80.0) as u64;
+        let d = TrackParams::default();
+        let on = TrackParams {
+            phase: true,
+            phase_probes: var("PROBES", d.phase_probes as f64) as usize,
+            phase_span_ns: var("SPAN", d.phase_span_ns),
+            phase_steady: var("STEADY", d.phase_steady),
+            phase_evidence: var("EVIDENCE", d.phase_evidence as f64) as u32,
+            ..d
+        };
+        let cells = std::env::var("CELLS").unwrap_or("onoff".into());
+        for (c, cross) in [
+            (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (100e6, "onoff:30mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (20e6, "cbr:10mbit,size=1000"),
+            (20e6, "poisson:10mbit,size=1000"),
+            (100e6, "poisson:50mbit,size=1000"),
+            (20e6, "step:8mbit,14mbit,every=20s,size=500"),
+        ] {
+            if !cells.split(',').any(|k| cross.starts_with(k)) {
+                continue;
+            }
+            for (name, tp) in [("hold", d), ("phase", on)] {
+                let (med, p90, load, starts) = pooled_load(c, cross, 1..=seeds, horizon, tp);
+                eprintln!(
+                    "{c:e} {cross} {name}: median {med:.3} p90 {p90:.3} load {load:.4} \
+                     phase starts {starts}"
+                );
+            }
         }
     }
 
