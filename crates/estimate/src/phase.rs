@@ -107,15 +107,20 @@ impl Readings {
     }
 
     /// Time-weighted mean of A over [to − window, to): each reading stands for the time from
-    /// half way since the one before to half way to the next (the last, up to `to`).
-    pub fn mean(&self, to_ns: u64, window_ns: u64) -> Option<f64> {
+    /// half way since the one before to half way to the next (the last, up to `to`; the
+    /// first, from itself back to `prior`'s end when there is a `prior`). The part of the
+    /// window before the first reading is `prior`'s value (A as known before the readings
+    /// began) when given, else the first reading's.
+    pub fn mean_with(&self, to_ns: u64, window_ns: u64, prior: Option<f64>) -> Option<f64> {
         let from = to_ns.saturating_sub(window_ns) as f64;
         let to = to_ns as f64;
         let pts: Vec<(f64, f64)> = self.pts.iter().map(|(t, a)| (*t as f64, *a)).collect();
         let (mut sum, mut w) = (0.0, 0.0);
         for (i, (t, a)) in pts.iter().enumerate() {
-            let lo = if i == 0 {
+            let lo = if i == 0 && prior.is_none() {
                 f64::NEG_INFINITY
+            } else if i == 0 {
+                *t
             } else {
                 (pts[i - 1].0 + t) / 2.0
             };
@@ -126,22 +131,35 @@ impl Readings {
                 w += span;
             }
         }
+        if let (Some(p), Some((t0, _))) = (prior, pts.first()) {
+            let span = t0.min(to) - from;
+            if span > 0.0 {
+                sum += p * span;
+                w += span;
+            }
+        }
         (w > 0.0).then(|| sum / w)
     }
 
-    /// Standard deviation of the means of the whole `window`s in [to − span, to): how much A
-    /// moved from one time scale to the next (a steady path: little, on/off: much).
-    pub fn spread_of_means(&self, to_ns: u64, window_ns: u64, span_ns: u64) -> Option<f64> {
-        let k = (span_ns / window_ns.max(1)).max(2);
-        let means: Vec<f64> = (0..k)
-            .filter_map(|i| self.mean(to_ns.checked_sub(i * window_ns)?, window_ns))
-            .collect();
-        if means.len() < 2 {
+    /// [`Readings::mean_with`] without a prior.
+    pub fn mean(&self, to_ns: u64, window_ns: u64) -> Option<f64> {
+        self.mean_with(to_ns, window_ns, None)
+    }
+
+    /// Median of the absolute differences between successive readings, over the last `n`
+    /// (`None`: fewer than `n`, or than 3). Readings on a path whose A swings in bursts
+    /// longer than the reading interval mostly repeat the one before (the median difference
+    /// is the reading's own noise, a few % of C); on a path whose cross traffic comes in
+    /// packets too few per train (Poisson), each reading is a fresh draw of that noise.
+    pub fn step_median(&self, n: usize) -> Option<f64> {
+        let n = n.max(3);
+        if self.pts.len() < n {
             return None;
         }
-        let m = means.iter().sum::<f64>() / means.len() as f64;
-        let var = means.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (means.len() - 1) as f64;
-        Some(var.sqrt())
+        let x: Vec<f64> = self.pts.iter().skip(self.pts.len() - n).map(|(_, a)| *a).collect();
+        let mut d: Vec<f64> = x.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+        d.sort_by(f64::total_cmp);
+        Some(d[d.len() / 2])
     }
 }
 
@@ -193,6 +211,20 @@ mod tests {
         assert!((span - 1.5e6).abs() < 0.05e6, "{span}");
     }
 
+    /// Runs of equal readings with rare jumps step little at the median; noise steps much.
+    #[test]
+    fn step_median_tells_runs_from_noise() {
+        let mut runs = Readings::default();
+        let mut alt = Readings::default();
+        for t in 0..40u64 {
+            runs.push(t, if (t / 5) % 2 == 0 { 1.0 } else { 0.0 }, 1000, 100);
+            alt.push(t, (t % 2) as f64, 1000, 100);
+        }
+        assert_eq!(runs.step_median(40), Some(0.0));
+        assert_eq!(alt.step_median(12), Some(1.0));
+        assert!(runs.step_median(41).is_none());
+    }
+
     /// The time-weighted mean weighs each reading by the time it stands for.
     #[test]
     fn mean_is_time_weighted() {
@@ -204,10 +236,48 @@ mod tests {
         let m = r.mean(1000, 1000).unwrap();
         assert!((m - (1500.0 + 17000.0) / 1000.0).abs() < 1e-9, "{m}");
         assert!(Readings::default().mean(1000, 1000).is_none());
+        // With a prior of 0 before the first reading (at 0): the window [-500, 500) is half 0.
+        let m = r.mean_with(500, 1000, Some(0.0)).unwrap();
+        assert!((m - (150.0 * 10.0 + 350.0 * 20.0) / 1000.0).abs() < 1e-9, "{m}");
         // Bounded: the oldest go.
         for t in 0..1000 {
             r.push(2000 + t, 1.0, 10_000, 100);
         }
         assert_eq!(r.len(), 100);
+    }
+}
+
+#[cfg(test)]
+mod study {
+    use super::*;
+    use crate::fluid::FluidPath;
+    use mgrp_traffic::CrossPattern;
+
+    #[test]
+    #[ignore]
+    fn study_readings() {
+        let c: f64 = std::env::var("C").map_or(20e6, |v| v.parse().unwrap());
+        let cross = std::env::var("CROSS").unwrap_or("poisson:10mbit,size=1000,seed=1".into());
+        let mut p = FluidPath::new(
+            c,
+            100.0 * 1514.0,
+            10_000_000,
+            Some(CrossPattern::parse(&cross).unwrap()),
+        )
+        .unwrap();
+        let shape = ReadingShape {
+            probes: 20,
+            span_ns: 1.5e6,
+        };
+        let mut out = Vec::new();
+        for k in 0..60u64 {
+            let at = 1_000_000_000 + k * 100_000_000;
+            p.idle_until(at);
+            let obs = p.send_train(at, &reading_train(shape, c));
+            let a = read_avail(&obs, c).unwrap();
+            let truth = p.avail_bps(at, at + 1_800_000);
+            out.push(format!("{:.0}/{:.0}", a / 1e6, truth / 1e6));
+        }
+        eprintln!("{}", out.join(" "));
     }
 }

@@ -123,10 +123,16 @@ pub struct TrackParams {
     pub phase_span_ns: f64,
     /// The time scale readings are averaged over (ns): the estimate's, 1 s.
     pub phase_timescale_ns: u64,
-    /// Readings go on at least this long (ns), then while the means of successive time scales
-    /// still differ by more than `phase_steady` × C (standard deviation); then hold checks.
+    /// Readings go on at least this long (ns) and `phase_judge` readings, then until the
+    /// last `phase_judge` readings look like reading noise: the median difference between
+    /// successive readings is above `phase_noise` × C (bursts longer than the reading
+    /// interval make runs of alike readings; cross packets too few per train make each
+    /// reading a fresh draw, and hold checks are then the better estimate). Then hold checks
+    /// again, and the next run of readings needs twice as many rounds since (from
+    /// `phase_window`, at most 16×).
     pub phase_dwell_ns: u64,
-    pub phase_steady: f64,
+    pub phase_judge: usize,
+    pub phase_noise: f64,
     /// Least time between two readings (continuous mode).
     pub phase_interval_ns: u64,
 }
@@ -161,8 +167,9 @@ impl Default for TrackParams {
             phase_probes: 20,
             phase_span_ns: 1.5e6,
             phase_timescale_ns: 1_000_000_000,
-            phase_dwell_ns: 10_000_000_000,
-            phase_steady: 0.05,
+            phase_dwell_ns: 2_000_000_000,
+            phase_judge: 20,
+            phase_noise: 0.09,
             phase_interval_ns: 20_000_000,
         }
     }
@@ -227,7 +234,8 @@ impl TrackParams {
             || self.phase_evidence > self.phase_window
             || self.phase_window > 100
             || !(self.phase_span_ns.is_finite() && self.phase_span_ns > 0.0)
-            || !(self.phase_steady.is_finite() && self.phase_steady > 0.0)
+            || !(10..=1000).contains(&self.phase_judge)
+            || !(self.phase_noise.is_finite() && self.phase_noise >= 0.0)
         {
             return Err(TrackError::PhaseShape);
         }
@@ -364,6 +372,13 @@ pub struct Tracker {
     readings: Readings,
     /// When the current run of phase readings started.
     read_since: u64,
+    /// Rounds that must pass after readings stopped before they may start again, and the
+    /// round they stopped at.
+    read_cool: u32,
+    read_left: u32,
+    /// The held value when readings began: the part of the first time scale they do not
+    /// cover yet (one reading would otherwise be the estimate).
+    read_prior: f64,
 }
 
 impl Tracker {
@@ -404,6 +419,9 @@ impl Tracker {
             contra: [VecDeque::new(), VecDeque::new()],
             readings: Readings::default(),
             read_since: 0,
+            read_cool: 0,
+            read_left: 0,
+            read_prior: 0.0,
         })
     }
 
@@ -688,11 +706,6 @@ impl Tracker {
             return;
         }
         c.streak += 1;
-        let round = self.stats.rounds;
-        let seen = &mut self.contra[side as usize];
-        if seen.back() != Some(&round) {
-            seen.push_back(round);
-        }
         // Against a refined bracket one stream fewer confirms: the stream at the margin that
         // follows is one more.
         let need = if refined {
@@ -714,6 +727,9 @@ impl Tracker {
         }
         // Several streams in a row say A moved past this side: search there.
         self.stats.changes += 1;
+        // Evidence for phase readings: changes found on both sides within a few rounds.
+        let round = self.stats.rounds;
+        self.contra[side as usize].push_back(round);
         if self.p.narrow {
             let n = self.narrow(side);
             self.phase = Phase::Narrow(n);
@@ -993,7 +1009,10 @@ impl Tracker {
     /// Hold checks contradicted A from both sides in enough of the last rounds: A swings
     /// within the time scale, faster than checks (a round every ~1–2 s at 2% of C) follow.
     fn phase_evidence(&mut self) -> bool {
-        if !self.p.phase || !matches!(self.phase, Phase::Hold(_) | Phase::Narrow(_)) {
+        if !self.p.phase
+            || !matches!(self.phase, Phase::Hold(_) | Phase::Narrow(_))
+            || self.stats.rounds < self.read_left.saturating_add(self.read_cool)
+        {
             return false;
         }
         let from = self.stats.rounds.saturating_sub(self.p.phase_window);
@@ -1010,6 +1029,7 @@ impl Tracker {
     fn start_readings(&mut self, now_ns: u64) {
         self.stats.phase_starts += 1;
         self.read_since = now_ns;
+        self.read_prior = self.held.as_ref().map_or(0.0, |h| h.value_bps);
         self.readings.clear();
         for seen in &mut self.contra {
             seen.clear();
@@ -1036,8 +1056,10 @@ impl Tracker {
     /// A reading train came back: what A was while it crossed.
     fn handle_reading(&mut self, now_ns: u64, obs: &TrainResult) {
         if let Some(a) = self.capacity_bps().and_then(|c| read_avail(obs, c)) {
-            let keep = self.p.phase_dwell_ns + self.p.phase_timescale_ns;
-            self.readings.push(now_ns, a, keep, 4096);
+            // Enough for the judgement and for a time scale at the least interval.
+            let per_scale = self.p.phase_timescale_ns / self.p.phase_interval_ns.max(1);
+            let keep = self.p.phase_judge + per_scale as usize + 1;
+            self.readings.push(now_ns, a, u64::MAX, keep.min(4096));
             self.stats.readings += 1;
         }
         self.phase = Phase::Read(ReadStep::Back);
@@ -1053,7 +1075,7 @@ impl Tracker {
             return;
         };
         let ts = self.p.phase_timescale_ns;
-        if let Some(a) = self.readings.mean(now_ns, ts) {
+        if let Some(a) = self.readings.mean_with(now_ns, ts, Some(self.read_prior)) {
             h.value_bps = a;
         }
         let m = self.p.margin * c;
@@ -1071,17 +1093,22 @@ impl Tracker {
         };
         self.concluded = true;
         let dwelt = now_ns.saturating_sub(self.read_since) >= self.p.phase_dwell_ns;
-        let steady = || {
-            self.readings
-                .spread_of_means(now_ns, ts, self.p.phase_dwell_ns)
-                .is_some_and(|sd| sd <= self.p.phase_steady * c)
-        };
-        self.phase = if dwelt && steady() {
-            // Back to hold checks, both sides at the margin first.
+        // Too few readings yet (a dear round's pay-back, lost trains): not known, go on.
+        let step = self.readings.step_median(self.p.phase_judge);
+        let noise = step.is_some_and(|s| s > self.p.phase_noise * c);
+        let window = self.p.phase_window;
+        self.phase = if dwelt && noise {
+            // Back to hold checks, both sides at the margin first; the next run of readings
+            // waits twice as long.
             self.spread = None;
             self.since_below = u32::MAX;
+            self.read_left = self.stats.rounds;
+            self.read_cool = (self.read_cool * 2).clamp(window, 16 * window);
             Phase::Hold(Check::default())
         } else {
+            if dwelt {
+                self.read_cool = 0;
+            }
             Phase::Read(ReadStep::Due)
         };
         self.close_round(now_ns, false);
@@ -1297,6 +1324,16 @@ mod tests {
         start_ns: u64,
     ) -> Run {
         let mut p = path(c, cross, seed);
+        if let Ok(j) = std::env::var("STUDY_JITTER_NS") {
+            // What the testbed adds (studies only): stamp jitter, pfifo 100, 50 µs one way.
+            p = p.with_host(crate::fluid::Host {
+                rx_jitter_ns: j.parse().unwrap(),
+                packet_limit: Some(100),
+                prop_ns: Some(50_000),
+                seed,
+                ..crate::fluid::Host::default()
+            });
+        }
         p.idle_until(start_ns);
         let mut t = Tracker::new(TrackParams {
             capacity_bps: Some(c),
@@ -1733,8 +1770,10 @@ mod tests {
             phase: true,
             phase_probes: var("PROBES", d.phase_probes as f64) as usize,
             phase_span_ns: var("SPAN", d.phase_span_ns),
-            phase_steady: var("STEADY", d.phase_steady),
+            phase_judge: var("JUDGE", d.phase_judge as f64) as usize,
+            phase_noise: var("NOISE", d.phase_noise),
             phase_evidence: var("EVIDENCE", d.phase_evidence as f64) as u32,
+            phase_dwell_ns: var("DWELL", d.phase_dwell_ns as f64) as u64,
             ..d
         };
         let cells = std::env::var("CELLS").unwrap_or("onoff".into());
@@ -1768,7 +1807,11 @@ mod tests {
         let seed: u64 = std::env::var("STUDY_SEED").map_or(1, |v| v.parse().unwrap());
         let start: u64 = std::env::var("STUDY_START").map_or(S / 2, |v| v.parse().unwrap());
         let horizon: u64 = std::env::var("STUDY_HORIZON").map_or(80, |v| v.parse().unwrap());
-        let r = run_from(c, &cross, seed, horizon, TrackParams::default(), start);
+        let tp = TrackParams {
+            phase: std::env::var("PHASE").is_ok(),
+            ..TrackParams::default()
+        };
+        let r = run_from(c, &cross, seed, horizon, tp, start);
         for (t, e, truth) in &r.held {
             eprintln!(
                 "{:.2} {} {:.2} [{:.2}, {:.2}] truth {:.2} conf {:.2} B {}",
