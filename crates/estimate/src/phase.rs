@@ -236,8 +236,13 @@ mod tests {
         let m = r.mean(1000, 1000).unwrap();
         assert!((m - (1500.0 + 17000.0) / 1000.0).abs() < 1e-9, "{m}");
         assert!(Readings::default().mean(1000, 1000).is_none());
-        // With a prior of 0 before the first reading (at 0): the window [-500, 500) is half 0.
-        let m = r.mean_with(500, 1000, Some(0.0)).unwrap();
+        // With a prior of 0 before the first reading (at 1000): over [500, 1500) half is 0,
+        // the first reading stands from itself on.
+        let mut p = Readings::default();
+        for (t, a) in [(1000, 10.0), (1100, 10.0), (1200, 20.0)] {
+            p.push(t, a, 10_000, 100);
+        }
+        let m = p.mean_with(1500, 1000, Some(0.0)).unwrap();
         assert!((m - (150.0 * 10.0 + 350.0 * 20.0) / 1000.0).abs() < 1e-9, "{m}");
         // Bounded: the oldest go.
         for t in 0..1000 {

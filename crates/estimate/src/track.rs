@@ -111,11 +111,12 @@ pub struct TrackParams {
     /// caller starts each ([`Tracker::begin_round`]).
     pub continuous: bool,
     /// Follow a path whose A swings within the time scale (on/off bursts) with phase
-    /// readings ([`crate::phase`]) once hold checks contradict it both ways often; `false`:
-    /// hold checks only, as before.
+    /// readings ([`crate::phase`]) once hold checks found it changed both ways often;
+    /// `false`: hold checks only, as before (the opt-out).
     pub phase: bool,
-    /// Hold checks in a row (the last this many rounds) that must include `phase_evidence`
-    /// rounds contradicting A from below and as many from above before phase readings start.
+    /// Readings start when, over the last `phase_window` rounds, hold checks confirmed a
+    /// change (a re-search followed) at least `phase_evidence` times below A and as many
+    /// times above it.
     pub phase_window: u32,
     pub phase_evidence: u32,
     /// Probes per phase reading, and the least duration of a reading train at C (ns).
@@ -161,7 +162,7 @@ impl Default for TrackParams {
             ceiling: 0.02,
             min_interval_ns: 100_000_000,
             continuous: true,
-            phase: false,
+            phase: true,
             phase_window: 10,
             phase_evidence: 2,
             phase_probes: 20,
@@ -194,7 +195,10 @@ pub enum TrackError {
     Shrink(f64),
     #[error("below_every must be 1..=10 checks, not {0}")]
     BelowEvery(u32),
-    #[error("phase readings need 4..=200 probes and evidence 1..=window<=100 rounds")]
+    #[error(
+        "phase readings need 4..=200 probes, a positive span and noise level, 10..=1000 \
+         readings judged, and evidence of 1..=window changes a side (window ≤ 100 rounds)"
+    )]
     PhaseShape,
     #[error("phase time scale must be 10ms..=60s and the dwell at least 2 time scales")]
     PhaseTimescale,
@@ -1757,6 +1761,78 @@ mod tests {
         (errs[n / 2], errs[n * 9 / 10], load, starts)
     }
 
+    /// Phase readings follow on/off bursts (the tracking bench's on/off: exponential ~0.5 s
+    /// bursts at 60% of C, 30% on average) where hold checks cannot: pooled over seeds, 80 s
+    /// each, error against A over the second before each estimate. Measured over 8 seeds
+    /// (`study_phase`): hold checks only 14.6% / p90 50.6% at 20 Mbit/s, 18.6% / 52.9% at
+    /// 100 Mbit/s (a value knowing only the mean: 20.8%); with readings 2.2% / 7.6% and
+    /// 1.8% / 5.6%; over the 4 seeds here 12.5% / 51% → 2.4% / 8.0% and 18.9% / 56% →
+    /// 1.9% / 5.6% (300 s runs, 8 seeds: 2.2% / 6.6% and 1.8% / 5.6%). The model is
+    /// deterministic per seed; bounds: the issue's targets (median ≤ 10%, p90 ≤ 20%) and at
+    /// least 4× better than hold checks alone at the median (measured 5–10×); the load after
+    /// acquisition within the ceiling (measured 1.6–1.8%; the last round's pay-back falls past
+    /// the horizon, hence the 5%).
+    #[test]
+    fn phase_readings_follow_on_off_bursts() {
+        let seeds = if cfg!(debug_assertions) { 1..=2 } else { 1..=4 };
+        for (c, cross) in [
+            (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (100e6, "onoff:30mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+        ] {
+            let hold = TrackParams {
+                phase: false,
+                ..TrackParams::default()
+            };
+            let (h_med, h_p90, _, _) = pooled_load(c, cross, seeds.clone(), 80, hold);
+            let (med, p90, load, starts) =
+                pooled_load(c, cross, seeds.clone(), 80, TrackParams::default());
+            eprintln!(
+                "{c:e} {cross}: hold median {h_med:.3} p90 {h_p90:.3}; readings median \
+                 {med:.3} p90 {p90:.3} load {load:.4} starts {starts}"
+            );
+            assert!(starts >= 1, "{cross}: readings never started");
+            assert!(med <= 0.10 && p90 <= 0.20, "{cross}: median {med} p90 {p90}");
+            assert!(med * 4.0 <= h_med, "{cross}: {med} vs hold {h_med}");
+            assert!(load <= 0.02 * 1.05, "{cross}: load {load}");
+        }
+    }
+
+    /// On steady paths and steps, readings never start (hold checks contradicted from both
+    /// sides by confirmed changes is what starts them), so the tracker is what it was: the
+    /// same estimates to the bit, the same bytes.
+    #[test]
+    fn phase_readings_stay_off_on_steady_paths() {
+        for (c, cross) in [
+            (20e6, "cbr:10mbit,size=1000"),
+            (20e6, "poisson:10mbit,size=1000"),
+            (100e6, "poisson:50mbit,size=1000"),
+            (20e6, "step:8mbit,14mbit,every=20s,size=500"),
+        ] {
+            for seed in 1..=2 {
+                let off = run_with(
+                    c,
+                    cross,
+                    seed,
+                    80,
+                    TrackParams {
+                        phase: false,
+                        ..TrackParams::default()
+                    },
+                );
+                let on = run_with(c, cross, seed, 80, TrackParams::default());
+                assert_eq!(on.stats.phase_starts, 0, "{cross} s{seed}");
+                assert_eq!(on.stats.probe_bytes, off.stats.probe_bytes, "{cross} s{seed}");
+                let values = |r: &Run| -> Vec<(u64, u64)> {
+                    r.held
+                        .iter()
+                        .map(|(t, e, _)| (*t, e.value_bps.to_bits()))
+                        .collect()
+                };
+                assert_eq!(values(&on), values(&off), "{cross} s{seed}");
+            }
+        }
+    }
+
     /// The tracking bench's on/off (30% of C on average: exponential ~0.5 s bursts at 60%)
     /// and the steady cells, hold checks only against phase readings (SEEDS, HORIZON).
     #[test]
@@ -1772,6 +1848,7 @@ mod tests {
             phase_span_ns: var("SPAN", d.phase_span_ns),
             phase_judge: var("JUDGE", d.phase_judge as f64) as usize,
             phase_noise: var("NOISE", d.phase_noise),
+            phase_interval_ns: var("INTERVAL", d.phase_interval_ns as f64) as u64,
             phase_evidence: var("EVIDENCE", d.phase_evidence as f64) as u32,
             phase_dwell_ns: var("DWELL", d.phase_dwell_ns as f64) as u64,
             ..d
@@ -1784,11 +1861,15 @@ mod tests {
             (20e6, "poisson:10mbit,size=1000"),
             (100e6, "poisson:50mbit,size=1000"),
             (20e6, "step:8mbit,14mbit,every=20s,size=500"),
+            // The tracking bench's PEAKS over 300 s: 30% of C, 60% for 18.75 s every 56.25 s.
+            (20e6, "peaks:6mbit@37500ms,12mbit@18750ms,size=1000"),
+            (100e6, "peaks:30mbit@37500ms,60mbit@18750ms,size=1000"),
         ] {
             if !cells.split(',').any(|k| cross.starts_with(k)) {
                 continue;
             }
-            for (name, tp) in [("hold", d), ("phase", on)] {
+            let hold = TrackParams { phase: false, ..d };
+            for (name, tp) in [("hold", hold), ("phase", on)] {
                 let (med, p90, load, starts) = pooled_load(c, cross, 1..=seeds, horizon, tp);
                 eprintln!(
                     "{c:e} {cross} {name}: median {med:.3} p90 {p90:.3} load {load:.4} \
@@ -1949,6 +2030,8 @@ mod tests {
                 (100e6, "poisson:50mbit,size=1000"),
                 // Steps of ±50% every 20 s: a narrow re-search each.
                 (20e6, "step:8mbit,14mbit,every=20s,size=500"),
+                // On/off bursts: phase readings, a round every ~0.1 s.
+                (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
             ] {
                 // A round's trains follow each other within a round trip or two.
                 let sent = spends(c, cross, ceiling, 150);
@@ -2055,6 +2138,27 @@ mod tests {
                     ..TrackParams::default()
                 },
                 "streams",
+            ),
+            (
+                TrackParams {
+                    phase_probes: 2,
+                    ..TrackParams::default()
+                },
+                "phase readings",
+            ),
+            (
+                TrackParams {
+                    phase_noise: f64::NAN,
+                    ..TrackParams::default()
+                },
+                "phase readings",
+            ),
+            (
+                TrackParams {
+                    phase_timescale_ns: 0,
+                    ..TrackParams::default()
+                },
+                "time scale",
             ),
         ] {
             let e = Tracker::new(p).err().expect("refused").to_string();
