@@ -20,6 +20,7 @@ pub mod fluid;
 pub mod inline;
 pub mod jitter;
 pub mod methods;
+pub mod phase;
 pub mod queue;
 pub mod riders;
 pub mod slops;
@@ -30,7 +31,6 @@ pub mod track;
 pub mod trend;
 pub mod wren;
 pub mod wren2;
-pub mod phase;
 
 use serde::Serialize;
 

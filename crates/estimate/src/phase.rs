@@ -156,7 +156,12 @@ impl Readings {
         if self.pts.len() < n {
             return None;
         }
-        let x: Vec<f64> = self.pts.iter().skip(self.pts.len() - n).map(|(_, a)| *a).collect();
+        let x: Vec<f64> = self
+            .pts
+            .iter()
+            .skip(self.pts.len() - n)
+            .map(|(_, a)| *a)
+            .collect();
         let mut d: Vec<f64> = x.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
         d.sort_by(f64::total_cmp);
         Some(d[d.len() / 2])
@@ -193,7 +198,13 @@ mod tests {
                 .map(|k| read_on(c, Some(&cross), 1_000_000_000 + k * 7_300_000))
                 .collect();
             let mean = reads.iter().sum::<f64>() / reads.len() as f64;
-            eprintln!("{c:e}: reads {:?}", reads.iter().map(|r| (r / c * 100.0).round()).collect::<Vec<_>>());
+            eprintln!(
+                "{c:e}: reads {:?}",
+                reads
+                    .iter()
+                    .map(|r| (r / c * 100.0).round())
+                    .collect::<Vec<_>>()
+            );
             assert!((mean - (c - x)).abs() < 0.03 * c, "{c:e}: mean {mean}");
         }
     }
@@ -243,7 +254,10 @@ mod tests {
             p.push(t, a, 10_000, 100);
         }
         let m = p.mean_with(1500, 1000, Some(0.0)).unwrap();
-        assert!((m - (150.0 * 10.0 + 350.0 * 20.0) / 1000.0).abs() < 1e-9, "{m}");
+        assert!(
+            (m - (150.0 * 10.0 + 350.0 * 20.0) / 1000.0).abs() < 1e-9,
+            "{m}"
+        );
         // Bounded: the oldest go.
         for t in 0..1000 {
             r.push(2000 + t, 1.0, 10_000, 100);

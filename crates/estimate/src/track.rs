@@ -49,10 +49,10 @@
 //! as every estimator reports it.
 
 use crate::auto::{Auto, AutoParams};
+use crate::phase::{read_avail, reading_train, ReadingShape, Readings};
 use crate::slops::{Pace, Slops, SlopsParams};
 use crate::trend::{group_medians, stream_trend, Trend, TrendParams};
 use crate::{Estimate, Estimator, Quality, TrainResult, TrainSpec, WIRE_OVERHEAD};
-use crate::phase::{read_avail, reading_train, ReadingShape, Readings};
 use serde::Serialize;
 use std::collections::VecDeque;
 
@@ -1791,7 +1791,10 @@ mod tests {
                  {med:.3} p90 {p90:.3} load {load:.4} starts {starts}"
             );
             assert!(starts >= 1, "{cross}: readings never started");
-            assert!(med <= 0.10 && p90 <= 0.20, "{cross}: median {med} p90 {p90}");
+            assert!(
+                med <= 0.10 && p90 <= 0.20,
+                "{cross}: median {med} p90 {p90}"
+            );
             assert!(med * 4.0 <= h_med, "{cross}: {med} vs hold {h_med}");
             assert!(load <= 0.02 * 1.05, "{cross}: load {load}");
         }
@@ -1808,7 +1811,8 @@ mod tests {
             (100e6, "poisson:50mbit,size=1000"),
             (20e6, "step:8mbit,14mbit,every=20s,size=500"),
         ] {
-            for seed in 1..=2 {
+            // A debug build (`make unit`) runs one seed: the simulation is ~50× slower.
+            for seed in 1..=(if cfg!(debug_assertions) { 1 } else { 2 }) {
                 let off = run_with(
                     c,
                     cross,
@@ -1821,7 +1825,10 @@ mod tests {
                 );
                 let on = run_with(c, cross, seed, 80, TrackParams::default());
                 assert_eq!(on.stats.phase_starts, 0, "{cross} s{seed}");
-                assert_eq!(on.stats.probe_bytes, off.stats.probe_bytes, "{cross} s{seed}");
+                assert_eq!(
+                    on.stats.probe_bytes, off.stats.probe_bytes,
+                    "{cross} s{seed}"
+                );
                 let values = |r: &Run| -> Vec<(u64, u64)> {
                     r.held
                         .iter()
