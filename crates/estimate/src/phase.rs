@@ -94,6 +94,11 @@ impl Readings {
         }
     }
 
+    /// Readings taken at or after `from_ns`.
+    pub fn count_since(&self, from_ns: u64) -> usize {
+        self.pts.iter().filter(|(t, _)| *t >= from_ns).count()
+    }
+
     pub fn clear(&mut self) {
         self.pts.clear();
     }

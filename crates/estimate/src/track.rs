@@ -1086,13 +1086,14 @@ impl Tracker {
         h.low_bps = (h.value_bps - m).max(0.0);
         h.high_bps = (h.value_bps + m).min(c);
         h.final_ = true;
-        let per_scale = self.p.phase_timescale_ns as f64 / self.p.phase_interval_ns as f64;
         h.quality = Quality {
             method: "track:phase",
             elapsed_s: now_ns.saturating_sub(self.round_start) as f64 / 1e9,
             probe_bytes: self.round_bytes,
             trains: self.round_trains,
-            confidence: (self.readings.len() as f64 / per_scale.min(5.0)).min(1.0),
+            // Full with 5 readings in the time scale (a 1 s mean of fewer is mostly phase).
+            confidence: (self.readings.count_since(now_ns.saturating_sub(ts)) as f64 / 5.0)
+                .min(1.0),
             timescale_ms: Some(ts as f64 / 1e6),
         };
         self.concluded = true;
@@ -1668,7 +1669,8 @@ mod tests {
     /// (confirm 4) is what brought the Poisson cells down, fewer false re-searches landing
     /// off. Bounds: the targets where the model meets them (CBR and Poisson ≤ 5%),
     /// elsewhere no worse than before plus the spread between the 8- and 16-seed pools (~2
-    /// points).
+    /// points). On/off figures above are without phase readings; with them (the default
+    /// since), both hold variants start readings there: 2.1% → 2.2%, p90 6.9% → 7.6%.
     #[test]
     fn refining_beats_a_fixed_margin_on_steady_paths() {
         let old = TrackParams {
@@ -1797,6 +1799,172 @@ mod tests {
             );
             assert!(med * 4.0 <= h_med, "{cross}: {med} vs hold {h_med}");
             assert!(load <= 0.02 * 1.05, "{cross}: load {load}");
+        }
+    }
+
+    /// Round mode as the service runs it: a round starts at most every `every_ns`, and once
+    /// the frames sent since the start are paid for at `pace` × ceiling × C (the schedule's
+    /// pacing share); the acquisition is not paced (the service measures C in it).
+    struct Paced<'a> {
+        t: &'a mut Tracker,
+        every_ns: u64,
+        bytes_per_ns: f64,
+        start: Option<u64>,
+        last_start: u64,
+        acquired: u64,
+        spent: u64,
+        out: Vec<(u64, Estimate)>,
+        recorded: u32,
+    }
+
+    impl Paced<'_> {
+        fn next_start(&self) -> u64 {
+            let Some(t0) = self.start else {
+                return 0;
+            };
+            let owed = self.spent.saturating_sub(self.acquired) as f64 / self.bytes_per_ns;
+            (self.last_start + self.every_ns).max(t0 + owed as u64)
+        }
+
+        fn record(&mut self, now_ns: u64) {
+            let round = self.t.stats().rounds;
+            if self.t.round_concluded() && round != self.recorded {
+                self.recorded = round;
+                if self.start.is_none() {
+                    // The acquisition is over: pacing starts here, its frames not owed.
+                    self.start = Some(now_ns);
+                    self.acquired = self.spent;
+                }
+                self.out.extend(self.t.estimate().map(|e| (now_ns, e)));
+            }
+        }
+    }
+
+    impl Estimator for Paced<'_> {
+        fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
+            if !self.t.in_round() {
+                if now_ns < self.next_start() {
+                    return None;
+                }
+                self.t.begin_round(now_ns, None);
+                self.last_start = now_ns;
+            }
+            let t = self.t.poll_train(now_ns);
+            self.spent += t.as_ref().map_or(0, frames);
+            self.record(now_ns);
+            t
+        }
+        fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
+            self.t.handle_train(now_ns, obs);
+            self.record(now_ns);
+        }
+        fn estimate(&self) -> Option<Estimate> {
+            self.t.estimate()
+        }
+        fn is_done(&self) -> bool {
+            false
+        }
+        fn next_wakeup(&self) -> Option<u64> {
+            if self.t.in_round() {
+                self.t.next_wakeup()
+            } else {
+                Some(self.next_start())
+            }
+        }
+    }
+
+    /// Pooled median / p90 error and the load after acquisition (worst seed) in round mode
+    /// paced as the service paces it (every `every_ns` at most, 80% of the ceiling).
+    fn pooled_paced(
+        c: f64,
+        cross: &str,
+        seeds: std::ops::RangeInclusive<u64>,
+        tp: TrackParams,
+        every_ns: u64,
+    ) -> (f64, f64, f64) {
+        let (mut errs, mut load) = (Vec::new(), 0.0f64);
+        for seed in seeds {
+            let mut p = path(c, cross, seed);
+            p.idle_until(S / 2);
+            let mut t = Tracker::new(TrackParams {
+                capacity_bps: Some(c),
+                continuous: false,
+                ..tp
+            })
+            .unwrap();
+            let mut paced = Paced {
+                t: &mut t,
+                every_ns,
+                bytes_per_ns: 0.8 * tp.ceiling * c / 8.0 / 1e9,
+                start: None,
+                last_start: 0,
+                acquired: 0,
+                spent: 0,
+                out: Vec::new(),
+                recorded: 0,
+            };
+            drive(&mut paced, &mut p, 80 * S);
+            let t0 = paced.start.unwrap();
+            let span = (p.now_ns() - t0) as f64 / 1e9;
+            load = load.max((paced.spent - paced.acquired) as f64 * 8.0 / span / c);
+            errs.extend(
+                paced
+                    .out
+                    .iter()
+                    .skip(1)
+                    .map(|(at, e)| rel(e, p.avail_bps(at.saturating_sub(S), *at), c)),
+            );
+        }
+        errs.sort_by(f64::total_cmp);
+        let n = errs.len();
+        (errs[n / 2], errs[n * 9 / 10], load)
+    }
+
+    /// Round mode paced as the service paces it (a round at most every 100 ms, the service's
+    /// default `every` for `track`, at 80% of the 2% ceiling): on/off is followed within the
+    /// issue's targets. Measured over 4 seeds × 80 s (`study_phase_paced`): hold checks only
+    /// 22.0% / p90 67.3% at 20 Mbit/s, 20.2% / 50.8% at 100; with readings 3.4% / 12.2% and
+    /// 2.2% / 7.0%, load 1.6% of C (at a round every 250 ms, the old default: 7.1% / 26.8%
+    /// and 7.1% / 22.2%, p90 over the target). Deterministic per seed; bounds: the targets.
+    #[test]
+    fn phase_readings_follow_on_off_at_the_service_pacing() {
+        let seeds = if cfg!(debug_assertions) { 1..=2 } else { 1..=4 };
+        for (c, cross) in [
+            (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (100e6, "onoff:30mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+        ] {
+            let tp = TrackParams::default();
+            let (med, p90, load) = pooled_paced(c, cross, seeds.clone(), tp, 100_000_000);
+            eprintln!("{c:e} {cross}: median {med:.3} p90 {p90:.3} load {load:.4}");
+            assert!(
+                med <= 0.10 && p90 <= 0.20,
+                "{cross}: median {med} p90 {p90}"
+            );
+            assert!(load <= 0.02, "{cross}: load {load}");
+        }
+    }
+
+    /// On/off in round mode at the service's pacing (a round at most every 100 ms — EVERY
+    /// in the environment — at 80% of the ceiling).
+    #[test]
+    #[ignore]
+    fn study_phase_paced() {
+        let seeds: u64 = std::env::var("SEEDS").map_or(4, |v| v.parse().unwrap());
+        for (c, cross) in [
+            (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (100e6, "onoff:30mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (20e6, "poisson:10mbit,size=1000"),
+            (100e6, "poisson:50mbit,size=1000"),
+        ] {
+            for on in [false, true] {
+                let tp = TrackParams {
+                    phase: on,
+                    ..TrackParams::default()
+                };
+                let every = std::env::var("EVERY").map_or(100_000_000, |v| v.parse().unwrap());
+                let (med, p90, load) = pooled_paced(c, cross, 1..=seeds, tp, every);
+                eprintln!("{c:e} {cross} phase {on}: median {med:.3} p90 {p90:.3} load {load:.4}");
+            }
         }
     }
 
