@@ -119,6 +119,10 @@ pub struct TrackParams {
     /// times above it.
     pub phase_window: u32,
     pub phase_evidence: u32,
+    /// A narrow re-search counts as a change for that evidence only if it moved the held
+    /// value at least this share of C (noise on Poisson paths starts re-searches that land
+    /// near where they began; on/off bursts move A by their rate).
+    pub phase_jump: f64,
     /// Probes per phase reading, and the least duration of a reading train at C (ns).
     pub phase_probes: usize,
     pub phase_span_ns: f64,
@@ -164,7 +168,8 @@ impl Default for TrackParams {
             continuous: true,
             phase: true,
             phase_window: 10,
-            phase_evidence: 2,
+            phase_evidence: 1,
+            phase_jump: 0.15,
             phase_probes: 20,
             phase_span_ns: 1.5e6,
             phase_timescale_ns: 1_000_000_000,
@@ -240,6 +245,7 @@ impl TrackParams {
             || !(self.phase_span_ns.is_finite() && self.phase_span_ns > 0.0)
             || !(10..=1000).contains(&self.phase_judge)
             || !(self.phase_noise.is_finite() && self.phase_noise >= 0.0)
+            || !(self.phase_jump.is_finite() && (0.0..1.0).contains(&self.phase_jump))
         {
             return Err(TrackError::PhaseShape);
         }
@@ -383,6 +389,8 @@ pub struct Tracker {
     /// The held value when readings began: the part of the first time scale they do not
     /// cover yet (one reading would otherwise be the estimate).
     read_prior: f64,
+    /// The side and held value of a change whose narrow re-search is under way.
+    jump_from: Option<(Side, f64)>,
 }
 
 impl Tracker {
@@ -426,6 +434,7 @@ impl Tracker {
             read_cool: 0,
             read_left: 0,
             read_prior: 0.0,
+            jump_from: None,
         })
     }
 
@@ -731,14 +740,16 @@ impl Tracker {
         }
         // Several streams in a row say A moved past this side: search there.
         self.stats.changes += 1;
-        // Evidence for phase readings: changes found on both sides within a few rounds.
+        // Evidence for phase readings: changes found on both sides within a few rounds (for
+        // a narrow re-search, once it found how far A moved).
         let round = self.stats.rounds;
-        self.contra[side as usize].push_back(round);
         if self.p.narrow {
+            self.jump_from = self.held.as_ref().map(|h| (side, h.value_bps));
             let n = self.narrow(side);
             self.phase = Phase::Narrow(n);
             return;
         }
+        self.contra[side as usize].push_back(round);
         let s = self.search(side);
         self.phase = Phase::Search(Box::new(s));
     }
@@ -901,6 +912,12 @@ impl Tracker {
             h.value_bps = v;
             h.low_bps = lo;
             h.high_bps = hi;
+            let c = self.capacity_bps().unwrap_or(f64::INFINITY);
+            if let Some((side, from)) = self.jump_from.take() {
+                if (v - from).abs() >= self.p.phase_jump * c {
+                    self.contra[side as usize].push_back(self.stats.rounds);
+                }
+            }
         }
         if !concluded {
             return;
@@ -2025,11 +2042,19 @@ mod tests {
             phase_noise: var("NOISE", d.phase_noise),
             phase_interval_ns: var("INTERVAL", d.phase_interval_ns as f64) as u64,
             phase_evidence: var("EVIDENCE", d.phase_evidence as f64) as u32,
+            phase_jump: var("JUMP", d.phase_jump),
             phase_dwell_ns: var("DWELL", d.phase_dwell_ns as f64) as u64,
             ..d
         };
         let cells = std::env::var("CELLS").unwrap_or("onoff".into());
-        for (c, cross) in [
+        // EXTRA="20e6|onoff:6mbit,on=2s,off=2s;…": more cells (run whatever CELLS says).
+        let extra = std::env::var("EXTRA").unwrap_or_default();
+        let extra: Vec<(f64, String)> = extra
+            .split(';')
+            .filter_map(|x| x.split_once('|'))
+            .map(|(c, x)| (c.parse().unwrap(), x.to_string()))
+            .collect();
+        let fixed = [
             (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
             (100e6, "onoff:30mbit,on=500ms,off=500ms,dist=exp,size=1000"),
             (20e6, "cbr:10mbit,size=1000"),
@@ -2039,8 +2064,13 @@ mod tests {
             // The tracking bench's PEAKS over 300 s: 30% of C, 60% for 18.75 s every 56.25 s.
             (20e6, "peaks:6mbit@37500ms,12mbit@18750ms,size=1000"),
             (100e6, "peaks:30mbit@37500ms,60mbit@18750ms,size=1000"),
-        ] {
-            if !cells.split(',').any(|k| cross.starts_with(k)) {
+        ];
+        let fixed = fixed.iter().map(|(c, x)| (*c, x.to_string()));
+        for (c, cross) in fixed.chain(extra.clone()) {
+            let cross = cross.as_str();
+            if !cells.split(',').any(|k| cross.starts_with(k))
+                && !extra.iter().any(|e| e.1 == cross)
+            {
                 continue;
             }
             let hold = TrackParams { phase: false, ..d };
@@ -2176,7 +2206,8 @@ mod tests {
     }
 
     /// Rounds' bytes (with their train times) as a driver would see them, at `ceiling`.
-    fn spends(c: f64, cross: &str, ceiling: f64, horizon_s: u64) -> Vec<(u64, u64)> {
+    /// Each train: its start, frames, and whether it opened a round.
+    fn spends(c: f64, cross: &str, ceiling: f64, horizon_s: u64) -> Vec<(u64, u64, bool)> {
         let mut p = path(c, cross, 1);
         let mut t = Tracker::new(TrackParams {
             capacity_bps: Some(c),
@@ -2184,15 +2215,52 @@ mod tests {
             ..TrackParams::default()
         })
         .unwrap();
+        let mut marks = RoundMarks {
+            t: &mut t,
+            opened: Vec::new(),
+        };
         let mut sent = Vec::new();
-        crate::fluid::drive_with(&mut t, &mut p, horizon_s * S, |spec, obs| {
+        crate::fluid::drive_with(&mut marks, &mut p, horizon_s * S, |spec, obs| {
             sent.push((obs.start_mono_ns.0, frames(spec)));
         });
-        sent
+        let opened = marks.opened;
+        sent.into_iter()
+            .zip(opened)
+            .map(|((t, b), o)| (t, b, o))
+            .collect()
+    }
+
+    /// A tracker whose trains are marked when they open a round.
+    struct RoundMarks<'a> {
+        t: &'a mut Tracker,
+        opened: Vec<bool>,
+    }
+
+    impl Estimator for RoundMarks<'_> {
+        fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
+            let before = self.t.in_round();
+            let t = self.t.poll_train(now_ns);
+            if t.is_some() {
+                self.opened.push(!before);
+            }
+            t
+        }
+        fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
+            self.t.handle_train(now_ns, obs);
+        }
+        fn estimate(&self) -> Option<Estimate> {
+            self.t.estimate()
+        }
+        fn is_done(&self) -> bool {
+            self.t.is_done()
+        }
+        fn next_wakeup(&self) -> Option<u64> {
+            self.t.next_wakeup()
+        }
     }
 
     /// The ceiling is never exceeded, the acquiring search included: at the start of every
-    /// round (a train after ≥ 90 ms of silence), the frames sent since the first train are at
+    /// round (a train that opened one), the frames sent since the first train are at
     /// most ceiling × C × the time since plus what is left of the acquisition's debt (its
     /// frames less those of the rounds since; the token rule's invariant: 1 B of tolerance for
     /// float rounding only), at 1%, 2% and 5%, on a noisy path where searches happen; and the
@@ -2208,17 +2276,14 @@ mod tests {
                 // On/off bursts: phase readings, a round every ~0.1 s.
                 (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
             ] {
-                // A round's trains follow each other within a round trip or two.
                 let sent = spends(c, cross, ceiling, 150);
                 let t0 = sent[0].0;
-                let acquired = sent
-                    .windows(2)
-                    .position(|w| w[1].0 > w[0].0 + 90_000_000)
-                    .unwrap();
-                let debt: u64 = sent[..=acquired].iter().map(|(_, b)| b).sum();
-                let (mut total, mut last_end, mut rounds) = (0u64, 0, 0);
-                for (t, b) in &sent {
-                    if *t > last_end + 90_000_000 {
+                // The acquisition: the trains before the second round opened.
+                let acquired = sent.iter().skip(1).position(|s| s.2).unwrap();
+                let debt: u64 = sent[..=acquired].iter().map(|s| s.1).sum();
+                let (mut total, mut rounds) = (0u64, 0);
+                for (t, b, opened) in &sent {
+                    if *opened {
                         rounds += 1;
                         let left = debt.saturating_sub(total - debt);
                         let allowed = ceiling * c / 8.0 * (*t - t0) as f64 / 1e9 + left as f64;
@@ -2228,7 +2293,6 @@ mod tests {
                         );
                     }
                     total += b;
-                    last_end = *t;
                 }
                 let span = (sent.last().unwrap().0 - t0) as f64 / 1e9;
                 let load = total as f64 * 8.0 / span / c;
