@@ -755,7 +755,7 @@ impl Tracker {
             self.phase = Phase::Narrow(n);
             return;
         }
-        self.contra[side as usize].push_back(round);
+        self.note_change(side, round);
         let s = self.search(side);
         self.phase = Phase::Search(Box::new(s));
     }
@@ -921,7 +921,7 @@ impl Tracker {
             let c = self.capacity_bps().unwrap_or(f64::INFINITY);
             if let Some((side, from)) = self.jump_from.take() {
                 if (v - from).abs() >= self.p.phase_jump * c {
-                    self.contra[side as usize].push_back(self.stats.rounds);
+                    self.note_change(side, self.stats.rounds);
                 }
             }
         }
@@ -1051,6 +1051,16 @@ impl Tracker {
         self.contra
             .iter()
             .all(|seen| seen.len() as u32 >= self.p.phase_evidence)
+    }
+
+    /// A change of A past `side` found in `round`: evidence for phase readings, kept for the
+    /// last `phase_window` rounds' worth (bounded also while readings are off).
+    fn note_change(&mut self, side: Side, round: u32) {
+        let seen = &mut self.contra[side as usize];
+        seen.push_back(round);
+        while seen.len() > self.p.phase_window as usize {
+            seen.pop_front();
+        }
     }
 
     fn start_readings(&mut self, now_ns: u64) {
