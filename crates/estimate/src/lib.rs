@@ -20,6 +20,7 @@ pub mod fluid;
 pub mod inline;
 pub mod jitter;
 pub mod methods;
+pub mod phase;
 pub mod queue;
 pub mod riders;
 pub mod slops;

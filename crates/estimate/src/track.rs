@@ -28,6 +28,12 @@
 //!    to holding the new value. A 20–50% step costs 2–5 streams. (Before: a lean SLoPS search
 //!    of fleets of 3 over the whole side, 0.4–0.8 MB at 20 Mbit/s, 8–16 s of a 2% ceiling to
 //!    repay, during which the next step went unseen; still there with `narrow: false`.)
+//! 4. **Phase readings** ([`crate::phase`]): when, within the last `phase_window` rounds, narrow
+//!    re-searches moved A by at least `phase_jump` × C both ways (on/off bursts), rounds send
+//!    one short train at C each instead of checks, whose output gaps give A during it (direct
+//!    probing); the estimate is their time-weighted mean over the time scale (1 s). Readings
+//!    stop, back to checks, once successive readings differ like noise rather than bursts
+//!    (median step above `phase_noise` × C: Poisson cross traffic, where checks do better).
 //!
 //! Why this form and not BART's Kalman filter (Ekelin et al. 2006): BART's strain model needs
 //! streams *above* A on every sample (it reads the slope of the strain above the knee), so it
@@ -49,10 +55,12 @@
 //! as every estimator reports it.
 
 use crate::auto::{Auto, AutoParams};
+use crate::phase::{read_avail, reading_train, ReadingShape, Readings};
 use crate::slops::{Pace, Slops, SlopsParams};
 use crate::trend::{group_medians, stream_trend, Trend, TrendParams};
 use crate::{Estimate, Estimator, Quality, TrainResult, TrainSpec, WIRE_OVERHEAD};
 use serde::Serialize;
+use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TrackParams {
@@ -108,6 +116,36 @@ pub struct TrackParams {
     /// Start rounds by itself (`mgrp estimate --continuous`, the fluid tests); otherwise the
     /// caller starts each ([`Tracker::begin_round`]).
     pub continuous: bool,
+    /// Follow a path whose A swings within the time scale (on/off bursts) with phase
+    /// readings ([`crate::phase`]) once hold checks found it changed both ways often;
+    /// `false`: hold checks only, as before (the opt-out).
+    pub phase: bool,
+    /// Readings start when, over the last `phase_window` rounds, hold checks confirmed a
+    /// change (a re-search followed) at least `phase_evidence` times below A and as many
+    /// times above it.
+    pub phase_window: u32,
+    pub phase_evidence: u32,
+    /// A narrow re-search counts as a change for that evidence only if it moved the held
+    /// value at least this share of C (noise on Poisson paths starts re-searches that land
+    /// near where they began; on/off bursts move A by their rate).
+    pub phase_jump: f64,
+    /// Probes per phase reading, and the least duration of a reading train at C (ns).
+    pub phase_probes: usize,
+    pub phase_span_ns: f64,
+    /// The time scale readings are averaged over (ns): the estimate's, 1 s.
+    pub phase_timescale_ns: u64,
+    /// Readings go on at least this long (ns) and `phase_judge` readings, then until the
+    /// last `phase_judge` readings look like reading noise: the median difference between
+    /// successive readings is above `phase_noise` × C (bursts longer than the reading
+    /// interval make runs of alike readings; cross packets too few per train make each
+    /// reading a fresh draw, and hold checks are then the better estimate). Then hold checks
+    /// again, and the next run of readings needs twice as many rounds since (from
+    /// `phase_window`, at most 16×).
+    pub phase_dwell_ns: u64,
+    pub phase_judge: usize,
+    pub phase_noise: f64,
+    /// Least time between two readings (continuous mode).
+    pub phase_interval_ns: u64,
 }
 
 impl Default for TrackParams {
@@ -134,6 +172,17 @@ impl Default for TrackParams {
             ceiling: 0.02,
             min_interval_ns: 100_000_000,
             continuous: true,
+            phase: true,
+            phase_window: 10,
+            phase_evidence: 1,
+            phase_jump: 0.15,
+            phase_probes: 20,
+            phase_span_ns: 1.5e6,
+            phase_timescale_ns: 1_000_000_000,
+            phase_dwell_ns: 2_000_000_000,
+            phase_judge: 20,
+            phase_noise: 0.09,
+            phase_interval_ns: 20_000_000,
         }
     }
 }
@@ -157,6 +206,13 @@ pub enum TrackError {
     Shrink(f64),
     #[error("below_every must be 1..=10 checks, not {0}")]
     BelowEvery(u32),
+    #[error(
+        "phase readings need 4..=200 probes, a positive span and noise level, 10..=1000 \
+         readings judged, and evidence of 1..=window changes a side (window ≤ 100 rounds)"
+    )]
+    PhaseShape,
+    #[error("phase time scale must be 10ms..=60s and the dwell at least 2 time scales")]
+    PhaseTimescale,
 }
 
 impl TrackParams {
@@ -187,6 +243,22 @@ impl TrackParams {
         }
         if !(10..=1000).contains(&self.stream_len) {
             return Err(TrackError::StreamLen(self.stream_len));
+        }
+        if !(4..=200).contains(&self.phase_probes)
+            || self.phase_evidence == 0
+            || self.phase_evidence > self.phase_window
+            || self.phase_window > 100
+            || !(self.phase_span_ns.is_finite() && self.phase_span_ns > 0.0)
+            || !(10..=1000).contains(&self.phase_judge)
+            || !(self.phase_noise.is_finite() && self.phase_noise >= 0.0)
+            || !(self.phase_jump.is_finite() && (0.0..1.0).contains(&self.phase_jump))
+        {
+            return Err(TrackError::PhaseShape);
+        }
+        if !(10_000_000..=60_000_000_000).contains(&self.phase_timescale_ns)
+            || self.phase_dwell_ns < 2 * self.phase_timescale_ns
+        {
+            return Err(TrackError::PhaseTimescale);
         }
         Ok(())
     }
@@ -250,6 +322,15 @@ enum Phase {
     Hold(Check),
     Search(Box<Slops>),
     Narrow(Narrow),
+    /// Phase readings: one reading train a round.
+    Read(ReadStep),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadStep {
+    Due,
+    Sent,
+    Back,
 }
 
 /// What the tracker has done so far, for reports and tests.
@@ -267,6 +348,9 @@ pub struct TrackStats {
     /// Streams above A whose queue rose as if A had fallen past the margin (the stream below
     /// was then sent at once).
     pub fall_hints: u32,
+    /// Times hold checks gave way to phase readings, and readings taken.
+    pub phase_starts: u32,
+    pub readings: u32,
     pub probe_bytes: u64,
 }
 
@@ -298,6 +382,21 @@ pub struct Tracker {
     next_round_at: u64,
     last: u64,
     stats: TrackStats,
+    /// Rounds whose hold check had a stream contradict A from below / above (round numbers,
+    /// the last `phase_window` rounds'): the evidence that starts phase readings.
+    contra: [VecDeque<u32>; 2],
+    readings: Readings,
+    /// When the current run of phase readings started.
+    read_since: u64,
+    /// Rounds that must pass after readings stopped before they may start again, and the
+    /// round they stopped at.
+    read_cool: u32,
+    read_left: u32,
+    /// The held value when readings began: the part of the first time scale they do not
+    /// cover yet (one reading would otherwise be the estimate).
+    read_prior: f64,
+    /// The side and held value of a change whose narrow re-search is under way.
+    jump_from: Option<(Side, f64)>,
 }
 
 impl Tracker {
@@ -335,6 +434,13 @@ impl Tracker {
             next_round_at: 0,
             last: 0,
             stats: TrackStats::default(),
+            contra: [VecDeque::new(), VecDeque::new()],
+            readings: Readings::default(),
+            read_since: 0,
+            read_cool: 0,
+            read_left: 0,
+            read_prior: 0.0,
+            jump_from: None,
         })
     }
 
@@ -640,11 +746,16 @@ impl Tracker {
         }
         // Several streams in a row say A moved past this side: search there.
         self.stats.changes += 1;
+        // Evidence for phase readings: changes found on both sides within a few rounds (for
+        // a narrow re-search, once it found how far A moved).
+        let round = self.stats.rounds;
         if self.p.narrow {
+            self.jump_from = self.held.as_ref().map(|h| (side, h.value_bps));
             let n = self.narrow(side);
             self.phase = Phase::Narrow(n);
             return;
         }
+        self.note_change(side, round);
         let s = self.search(side);
         self.phase = Phase::Search(Box::new(s));
     }
@@ -764,12 +875,16 @@ impl Tracker {
         match &mut self.phase {
             Phase::Acquire(a) => Some(a.as_mut()),
             Phase::Search(s) => Some(s.as_mut()),
-            Phase::Hold(_) | Phase::Narrow(_) => None,
+            Phase::Hold(_) | Phase::Narrow(_) | Phase::Read(_) => None,
         }
     }
 
     /// The phase finished: move on, and close the round if it gave an estimate.
     fn advance(&mut self, now_ns: u64) {
+        if matches!(self.phase, Phase::Read(ReadStep::Back)) {
+            self.conclude_reading(now_ns);
+            return;
+        }
         // A narrow re-search with nothing left to send is over: where it puts A.
         let narrowed = match &self.phase {
             Phase::Narrow(n) if n.sent.is_none() && self.narrow_rate().is_none() => {
@@ -796,12 +911,19 @@ impl Tracker {
             }
             Phase::Hold(c) => c.sent.is_none() && c.todo.is_empty(),
             Phase::Narrow(_) => narrowed.is_some(),
+            Phase::Read(_) => false,
             _ => false,
         };
         if let (Some(Some((v, lo, hi))), Some(h)) = (narrowed, &mut self.held) {
             h.value_bps = v;
             h.low_bps = lo;
             h.high_bps = hi;
+            let c = self.capacity_bps().unwrap_or(f64::INFINITY);
+            if let Some((side, from)) = self.jump_from.take() {
+                if (v - from).abs() >= self.p.phase_jump * c {
+                    self.note_change(side, self.stats.rounds);
+                }
+            }
         }
         if !concluded {
             return;
@@ -865,9 +987,15 @@ impl Tracker {
             Phase::Search(..) => "track:search",
             Phase::Narrow(_) => "track:narrow",
             Phase::Hold(_) => "track:hold",
+            Phase::Read(_) => "track:phase",
         };
         if self.held.is_some() && self.capacity_bps().is_some() {
-            let hold = Phase::Hold(Check::default());
+            let hold = if self.phase_evidence() {
+                self.start_readings(now_ns);
+                Phase::Read(ReadStep::Due)
+            } else {
+                Phase::Hold(Check::default())
+            };
             self.phase = hold;
         } else {
             // Nothing came back: acquire again next round.
@@ -905,6 +1033,125 @@ impl Tracker {
         self.close_round(now_ns, method == "track:acquire");
     }
 
+    /// Hold checks contradicted A from both sides in enough of the last rounds: A swings
+    /// within the time scale, faster than checks (a round every ~1–2 s at 2% of C) follow.
+    fn phase_evidence(&mut self) -> bool {
+        if !self.p.phase
+            || !matches!(self.phase, Phase::Hold(_) | Phase::Narrow(_))
+            || self.stats.rounds < self.read_left.saturating_add(self.read_cool)
+        {
+            return false;
+        }
+        let from = self.stats.rounds.saturating_sub(self.p.phase_window);
+        for seen in &mut self.contra {
+            while seen.front().is_some_and(|r| *r <= from) {
+                seen.pop_front();
+            }
+        }
+        self.contra
+            .iter()
+            .all(|seen| seen.len() as u32 >= self.p.phase_evidence)
+    }
+
+    /// A change of A past `side` found in `round`: evidence for phase readings, kept for the
+    /// last `phase_window` rounds' worth (bounded also while readings are off).
+    fn note_change(&mut self, side: Side, round: u32) {
+        let seen = &mut self.contra[side as usize];
+        seen.push_back(round);
+        while seen.len() > self.p.phase_window as usize {
+            seen.pop_front();
+        }
+    }
+
+    fn start_readings(&mut self, now_ns: u64) {
+        self.stats.phase_starts += 1;
+        self.read_since = now_ns;
+        self.read_prior = self.held.as_ref().map_or(0.0, |h| h.value_bps);
+        self.readings.clear();
+        for seen in &mut self.contra {
+            seen.clear();
+        }
+    }
+
+    fn reading_shape(&self) -> ReadingShape {
+        ReadingShape {
+            probes: self.p.phase_probes,
+            span_ns: self.p.phase_span_ns,
+        }
+    }
+
+    /// The reading train, when one is due.
+    fn next_reading(&mut self) -> Option<TrainSpec> {
+        let c = self.capacity_bps()?;
+        if !matches!(self.phase, Phase::Read(ReadStep::Due)) {
+            return None;
+        }
+        self.phase = Phase::Read(ReadStep::Sent);
+        Some(reading_train(self.reading_shape(), c))
+    }
+
+    /// A reading train came back: what A was while it crossed.
+    fn handle_reading(&mut self, now_ns: u64, obs: &TrainResult) {
+        if let Some(a) = self.capacity_bps().and_then(|c| read_avail(obs, c)) {
+            // Enough for the judgement and for a time scale at the least interval.
+            let per_scale = self.p.phase_timescale_ns / self.p.phase_interval_ns.max(1);
+            let keep = self.p.phase_judge + per_scale as usize + 1;
+            self.readings.push(now_ns, a, u64::MAX, keep.min(4096));
+            self.stats.readings += 1;
+        }
+        self.phase = Phase::Read(ReadStep::Back);
+    }
+
+    /// A reading round is over: the estimate is the time-weighted mean of the readings over
+    /// the time scale. Readings go on for the dwell, then while the means of successive time
+    /// scales still differ; then hold checks again, from that mean.
+    fn conclude_reading(&mut self, now_ns: u64) {
+        let (Some(c), Some(h)) = (self.capacity_bps(), self.held.as_mut()) else {
+            self.phase = Phase::Read(ReadStep::Due);
+            self.close_round(now_ns, false);
+            return;
+        };
+        let ts = self.p.phase_timescale_ns;
+        if let Some(a) = self.readings.mean_with(now_ns, ts, Some(self.read_prior)) {
+            h.value_bps = a;
+        }
+        let m = self.p.margin * c;
+        h.low_bps = (h.value_bps - m).max(0.0);
+        h.high_bps = (h.value_bps + m).min(c);
+        h.final_ = true;
+        h.quality = Quality {
+            method: "track:phase",
+            elapsed_s: now_ns.saturating_sub(self.round_start) as f64 / 1e9,
+            probe_bytes: self.round_bytes,
+            trains: self.round_trains,
+            // Full with 5 readings in the time scale (a 1 s mean of fewer is mostly phase).
+            confidence: (self.readings.count_since(now_ns.saturating_sub(ts)) as f64 / 5.0)
+                .min(1.0),
+            timescale_ms: Some(ts as f64 / 1e6),
+        };
+        self.concluded = true;
+        let dwelt = now_ns.saturating_sub(self.read_since) >= self.p.phase_dwell_ns;
+        // Too few readings yet (a dear round's pay-back, lost trains): not known, go on.
+        let step = self.readings.step_median(self.p.phase_judge);
+        let noise = step.is_some_and(|s| s > self.p.phase_noise * c);
+        let window = self.p.phase_window;
+        self.phase = if dwelt && noise {
+            // Back to hold checks, both sides at the margin first; the next run of readings
+            // waits twice as long.
+            self.spread = None;
+            self.since_below = u32::MAX;
+            self.read_left = self.stats.rounds;
+            self.read_cool = (self.read_cool * 2).clamp(window, 16 * window);
+            Phase::Hold(Check::default())
+        } else {
+            if dwelt {
+                self.read_cool = 0;
+            }
+            Phase::Read(ReadStep::Due)
+        };
+        self.close_round(now_ns, false);
+    }
+
     /// End the round; the next may start once its frames are paid for at the ceiling. The
     /// acquiring search is paid back too, but while checks go on: it leaves a debt of its
     /// frames, and until that is repaid each round waits twice its own pay-back (half the
@@ -926,7 +1173,12 @@ impl Tracker {
                     self.debt = self.debt.saturating_sub(self.round_frames);
                 }
                 let took = now_ns.saturating_sub(self.round_start) as f64;
-                ((pay_ns - took).max(0.0).ceil() as u64).max(self.p.min_interval_ns)
+                let least = if matches!(self.phase, Phase::Read(_)) {
+                    self.p.phase_interval_ns
+                } else {
+                    self.p.min_interval_ns
+                };
+                ((pay_ns - took).max(0.0).ceil() as u64).max(least)
             }
             None => self.p.min_interval_ns,
         };
@@ -981,6 +1233,8 @@ impl Estimator for Tracker {
                 None => {
                     let t = if matches!(self.phase, Phase::Narrow(_)) {
                         self.next_narrow_stream()
+                    } else if matches!(self.phase, Phase::Read(_)) {
+                        self.next_reading()
                     } else {
                         self.next_check_stream()
                     };
@@ -1014,9 +1268,11 @@ impl Estimator for Tracker {
     fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         self.last = now_ns;
         let narrowing = matches!(self.phase, Phase::Narrow(_));
+        let reading = matches!(self.phase, Phase::Read(_));
         match self.inner() {
             Some(e) => e.handle_train(now_ns, obs),
             None if narrowing => self.handle_narrow(obs),
+            None if reading => self.handle_reading(now_ns, obs),
             None => self.handle_check(obs),
         }
         if self.round_open {
@@ -1051,7 +1307,7 @@ impl Estimator for Tracker {
             return match &self.phase {
                 Phase::Acquire(a) => a.next_wakeup(),
                 Phase::Search(s) => s.next_wakeup(),
-                Phase::Hold(_) | Phase::Narrow(_) => Some(self.last),
+                Phase::Hold(_) | Phase::Narrow(_) | Phase::Read(_) => Some(self.last),
             };
         }
         self.p.continuous.then_some(self.next_round_at)
@@ -1106,6 +1362,16 @@ mod tests {
         start_ns: u64,
     ) -> Run {
         let mut p = path(c, cross, seed);
+        if let Ok(j) = std::env::var("STUDY_JITTER_NS") {
+            // What the testbed adds (studies only): stamp jitter, pfifo 100, 50 µs one way.
+            p = p.with_host(crate::fluid::Host {
+                rx_jitter_ns: j.parse().unwrap(),
+                packet_limit: Some(100),
+                prop_ns: Some(50_000),
+                seed,
+                ..crate::fluid::Host::default()
+            });
+        }
         p.idle_until(start_ns);
         let mut t = Tracker::new(TrackParams {
             capacity_bps: Some(c),
@@ -1436,7 +1702,8 @@ mod tests {
     /// (confirm 4) is what brought the Poisson cells down, fewer false re-searches landing
     /// off. Bounds: the issue's targets where the model meets them (CBR and Poisson ≤ 5%),
     /// elsewhere no worse than before plus the spread between the 8- and 16-seed pools (~2
-    /// points).
+    /// points). On/off figures above are without phase readings; with them (the default
+    /// since), both hold variants start readings there: 2.1% → 2.2%, p90 6.9% → 7.6%.
     #[test]
     fn refining_beats_a_fixed_margin_on_steady_paths() {
         let old = TrackParams {
@@ -1508,6 +1775,332 @@ mod tests {
         }
     }
 
+    /// Pooled median / p90 error, the load after acquisition (share of C, worst seed) and the
+    /// phase starts over `seeds`, `horizon_s` each.
+    fn pooled_load(
+        c: f64,
+        cross: &str,
+        seeds: std::ops::RangeInclusive<u64>,
+        horizon_s: u64,
+        tp: TrackParams,
+    ) -> (f64, f64, f64, u32) {
+        let (mut errs, mut load, mut starts) = (Vec::new(), 0.0f64, 0);
+        for seed in seeds {
+            let r = run_with(c, cross, seed, horizon_s, tp);
+            errs.extend(r.held.iter().map(|(_, e, t)| rel(e, *t, c)));
+            load = load.max(r.track_bytes as f64 * 8.0 / (r.track_ns as f64 / 1e9) / c);
+            starts += r.stats.phase_starts;
+        }
+        errs.sort_by(f64::total_cmp);
+        let n = errs.len();
+        (errs[n / 2], errs[n * 9 / 10], load, starts)
+    }
+
+    /// Phase readings follow on/off bursts (the tracking bench's on/off: exponential ~0.5 s
+    /// bursts at 60% of C, 30% on average) where hold checks cannot: pooled over seeds, 80 s
+    /// each, error against A over the second before each estimate. Measured over 8 seeds
+    /// (`study_phase`): hold checks only 14.6% / p90 50.6% at 20 Mbit/s, 18.6% / 52.9% at
+    /// 100 Mbit/s (a value knowing only the mean: 20.8%); with readings 2.0% / 7.2% and
+    /// 1.7% / 5.5%; over the 4 seeds here 12.5% / 51% → 2.0% / 7.6% and 18.9% / 56% →
+    /// 1.6% / 5.2% (300 s runs, 4 seeds: 2.2% / 7.1% and 1.7% / 5.2%). The model is
+    /// deterministic per seed; bounds: the issue's targets (median ≤ 10%, p90 ≤ 20%) and at
+    /// least 4× better than hold checks alone at the median (measured 5–10×); the load after
+    /// acquisition within the ceiling (measured 1.5–1.8%; the last round's pay-back falls past
+    /// the horizon, hence the 5%).
+    #[test]
+    fn phase_readings_follow_on_off_bursts() {
+        let seeds = if cfg!(debug_assertions) { 1..=2 } else { 1..=4 };
+        for (c, cross) in [
+            (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (100e6, "onoff:30mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+        ] {
+            let hold = TrackParams {
+                phase: false,
+                ..TrackParams::default()
+            };
+            let (h_med, h_p90, _, _) = pooled_load(c, cross, seeds.clone(), 80, hold);
+            let (med, p90, load, starts) =
+                pooled_load(c, cross, seeds.clone(), 80, TrackParams::default());
+            eprintln!(
+                "{c:e} {cross}: hold median {h_med:.3} p90 {h_p90:.3}; readings median \
+                 {med:.3} p90 {p90:.3} load {load:.4} starts {starts}"
+            );
+            assert!(starts >= 1, "{cross}: readings never started");
+            assert!(
+                med <= 0.10 && p90 <= 0.20,
+                "{cross}: median {med} p90 {p90}"
+            );
+            assert!(med * 4.0 <= h_med, "{cross}: {med} vs hold {h_med}");
+            assert!(load <= 0.02 * 1.05, "{cross}: load {load}");
+        }
+    }
+
+    /// Round mode as the service runs it: a round starts at most every `every_ns`, and once
+    /// the frames sent since the start are paid for at `pace` × ceiling × C (the schedule's
+    /// pacing share); the acquisition is not paced (the service measures C in it).
+    struct Paced<'a> {
+        t: &'a mut Tracker,
+        every_ns: u64,
+        bytes_per_ns: f64,
+        start: Option<u64>,
+        last_start: u64,
+        acquired: u64,
+        spent: u64,
+        out: Vec<(u64, Estimate)>,
+        recorded: u32,
+    }
+
+    impl Paced<'_> {
+        fn next_start(&self) -> u64 {
+            let Some(t0) = self.start else {
+                return 0;
+            };
+            let owed = self.spent.saturating_sub(self.acquired) as f64 / self.bytes_per_ns;
+            (self.last_start + self.every_ns).max(t0 + owed as u64)
+        }
+
+        fn record(&mut self, now_ns: u64) {
+            let round = self.t.stats().rounds;
+            if self.t.round_concluded() && round != self.recorded {
+                self.recorded = round;
+                if self.start.is_none() {
+                    // The acquisition is over: pacing starts here, its frames not owed.
+                    self.start = Some(now_ns);
+                    self.acquired = self.spent;
+                }
+                self.out.extend(self.t.estimate().map(|e| (now_ns, e)));
+            }
+        }
+    }
+
+    impl Estimator for Paced<'_> {
+        fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
+            if !self.t.in_round() {
+                if now_ns < self.next_start() {
+                    return None;
+                }
+                self.t.begin_round(now_ns, None);
+                self.last_start = now_ns;
+            }
+            let t = self.t.poll_train(now_ns);
+            self.spent += t.as_ref().map_or(0, frames);
+            self.record(now_ns);
+            t
+        }
+        fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
+            self.t.handle_train(now_ns, obs);
+            self.record(now_ns);
+        }
+        fn estimate(&self) -> Option<Estimate> {
+            self.t.estimate()
+        }
+        fn is_done(&self) -> bool {
+            false
+        }
+        fn next_wakeup(&self) -> Option<u64> {
+            if self.t.in_round() {
+                self.t.next_wakeup()
+            } else {
+                Some(self.next_start())
+            }
+        }
+    }
+
+    /// Pooled median / p90 error and the load after acquisition (worst seed) in round mode
+    /// paced as the service paces it (every `every_ns` at most, 80% of the ceiling).
+    fn pooled_paced(
+        c: f64,
+        cross: &str,
+        seeds: std::ops::RangeInclusive<u64>,
+        tp: TrackParams,
+        every_ns: u64,
+    ) -> (f64, f64, f64) {
+        let (mut errs, mut load) = (Vec::new(), 0.0f64);
+        for seed in seeds {
+            let mut p = path(c, cross, seed);
+            p.idle_until(S / 2);
+            let mut t = Tracker::new(TrackParams {
+                capacity_bps: Some(c),
+                continuous: false,
+                ..tp
+            })
+            .unwrap();
+            let mut paced = Paced {
+                t: &mut t,
+                every_ns,
+                bytes_per_ns: 0.8 * tp.ceiling * c / 8.0 / 1e9,
+                start: None,
+                last_start: 0,
+                acquired: 0,
+                spent: 0,
+                out: Vec::new(),
+                recorded: 0,
+            };
+            drive(&mut paced, &mut p, 80 * S);
+            let t0 = paced.start.unwrap();
+            let span = (p.now_ns() - t0) as f64 / 1e9;
+            load = load.max((paced.spent - paced.acquired) as f64 * 8.0 / span / c);
+            errs.extend(
+                paced
+                    .out
+                    .iter()
+                    .skip(1)
+                    .map(|(at, e)| rel(e, p.avail_bps(at.saturating_sub(S), *at), c)),
+            );
+        }
+        errs.sort_by(f64::total_cmp);
+        let n = errs.len();
+        (errs[n / 2], errs[n * 9 / 10], load)
+    }
+
+    /// Round mode paced as the service paces it (a round at most every 100 ms, the service's
+    /// default `every` for `track`, at 80% of the 2% ceiling): on/off is followed within the
+    /// issue's targets. Measured over the 4 seeds here (`study_phase_paced`): hold checks only
+    /// 22.0% / p90 67.3% at 20 Mbit/s, 20.2% / 50.8% at 100; with readings 4.1% / 12.7% and
+    /// 2.0% / 6.5%, load 1.6–1.8% of C (8 seeds: 3.6% / 11.6%, 2.0% / 6.5%; at a round every
+    /// 250 ms, the old default: 5.2% / 18.6%, 5.5% / 17.1%). Deterministic per seed; bounds:
+    /// the targets.
+    #[test]
+    fn phase_readings_follow_on_off_at_the_service_pacing() {
+        let seeds = if cfg!(debug_assertions) { 1..=2 } else { 1..=4 };
+        for (c, cross) in [
+            (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (100e6, "onoff:30mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+        ] {
+            let tp = TrackParams::default();
+            let (med, p90, load) = pooled_paced(c, cross, seeds.clone(), tp, 100_000_000);
+            eprintln!("{c:e} {cross}: median {med:.3} p90 {p90:.3} load {load:.4}");
+            assert!(
+                med <= 0.10 && p90 <= 0.20,
+                "{cross}: median {med} p90 {p90}"
+            );
+            assert!(load <= 0.02, "{cross}: load {load}");
+        }
+    }
+
+    /// On/off in round mode at the service's pacing (a round at most every 100 ms — EVERY
+    /// in the environment — at 80% of the ceiling).
+    #[test]
+    #[ignore]
+    fn study_phase_paced() {
+        let seeds: u64 = std::env::var("SEEDS").map_or(4, |v| v.parse().unwrap());
+        for (c, cross) in [
+            (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (100e6, "onoff:30mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (20e6, "poisson:10mbit,size=1000"),
+            (100e6, "poisson:50mbit,size=1000"),
+        ] {
+            for on in [false, true] {
+                let tp = TrackParams {
+                    phase: on,
+                    ..TrackParams::default()
+                };
+                let every = std::env::var("EVERY").map_or(100_000_000, |v| v.parse().unwrap());
+                let (med, p90, load) = pooled_paced(c, cross, 1..=seeds, tp, every);
+                eprintln!("{c:e} {cross} phase {on}: median {med:.3} p90 {p90:.3} load {load:.4}");
+            }
+        }
+    }
+
+    /// On steady paths and steps, readings never start (hold checks contradicted from both
+    /// sides by confirmed changes is what starts them), so the tracker is what it was: the
+    /// same estimates to the bit, the same bytes.
+    #[test]
+    fn phase_readings_stay_off_on_steady_paths() {
+        for (c, cross) in [
+            (20e6, "cbr:10mbit,size=1000"),
+            (20e6, "poisson:10mbit,size=1000"),
+            (100e6, "poisson:50mbit,size=1000"),
+            (20e6, "step:8mbit,14mbit,every=20s,size=500"),
+        ] {
+            // A debug build (`make unit`) runs one seed: the simulation is ~50× slower.
+            for seed in 1..=(if cfg!(debug_assertions) { 1 } else { 2 }) {
+                let off = run_with(
+                    c,
+                    cross,
+                    seed,
+                    80,
+                    TrackParams {
+                        phase: false,
+                        ..TrackParams::default()
+                    },
+                );
+                let on = run_with(c, cross, seed, 80, TrackParams::default());
+                assert_eq!(on.stats.phase_starts, 0, "{cross} s{seed}");
+                assert_eq!(
+                    on.stats.probe_bytes, off.stats.probe_bytes,
+                    "{cross} s{seed}"
+                );
+                let values = |r: &Run| -> Vec<(u64, u64)> {
+                    r.held
+                        .iter()
+                        .map(|(t, e, _)| (*t, e.value_bps.to_bits()))
+                        .collect()
+                };
+                assert_eq!(values(&on), values(&off), "{cross} s{seed}");
+            }
+        }
+    }
+
+    /// The tracking bench's on/off (30% of C on average: exponential ~0.5 s bursts at 60%)
+    /// and the steady cells, hold checks only against phase readings (SEEDS, HORIZON).
+    #[test]
+    #[ignore]
+    fn study_phase() {
+        let var = |k: &str, d: f64| std::env::var(k).map_or(d, |v| v.parse().unwrap());
+        let seeds = var("SEEDS", 3.0) as u64;
+        let horizon = var("HORIZON", 80.0) as u64;
+        let d = TrackParams::default();
+        let on = TrackParams {
+            phase: true,
+            phase_probes: var("PROBES", d.phase_probes as f64) as usize,
+            phase_span_ns: var("SPAN", d.phase_span_ns),
+            phase_judge: var("JUDGE", d.phase_judge as f64) as usize,
+            phase_noise: var("NOISE", d.phase_noise),
+            phase_interval_ns: var("INTERVAL", d.phase_interval_ns as f64) as u64,
+            phase_evidence: var("EVIDENCE", d.phase_evidence as f64) as u32,
+            phase_jump: var("JUMP", d.phase_jump),
+            phase_dwell_ns: var("DWELL", d.phase_dwell_ns as f64) as u64,
+            ..d
+        };
+        let cells = std::env::var("CELLS").unwrap_or("onoff".into());
+        // EXTRA="20e6|onoff:6mbit,on=2s,off=2s;…": more cells (run whatever CELLS says).
+        let extra = std::env::var("EXTRA").unwrap_or_default();
+        let extra: Vec<(f64, String)> = extra
+            .split(';')
+            .filter_map(|x| x.split_once('|'))
+            .map(|(c, x)| (c.parse().unwrap(), x.to_string()))
+            .collect();
+        let fixed = [
+            (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (100e6, "onoff:30mbit,on=500ms,off=500ms,dist=exp,size=1000"),
+            (20e6, "cbr:10mbit,size=1000"),
+            (20e6, "poisson:10mbit,size=1000"),
+            (100e6, "poisson:50mbit,size=1000"),
+            (20e6, "step:8mbit,14mbit,every=20s,size=500"),
+            // The tracking bench's PEAKS over 300 s: 30% of C, 60% for 18.75 s every 56.25 s.
+            (20e6, "peaks:6mbit@37500ms,12mbit@18750ms,size=1000"),
+            (100e6, "peaks:30mbit@37500ms,60mbit@18750ms,size=1000"),
+        ];
+        let fixed = fixed.iter().map(|(c, x)| (*c, x.to_string()));
+        for (c, cross) in fixed.chain(extra.clone()) {
+            let cross = cross.as_str();
+            if !cells.split(',').any(|k| cross.starts_with(k))
+                && !extra.iter().any(|e| e.1 == cross)
+            {
+                continue;
+            }
+            let hold = TrackParams { phase: false, ..d };
+            for (name, tp) in [("hold", hold), ("phase", on)] {
+                let (med, p90, load, starts) = pooled_load(c, cross, 1..=seeds, horizon, tp);
+                eprintln!(
+                    "{c:e} {cross} {name}: median {med:.3} p90 {p90:.3} load {load:.4} \
+                     phase starts {starts}"
+                );
+            }
+        }
+    }
+
     /// Trace of one run's held values (STUDY_CROSS, STUDY_C, STUDY_SEED in the environment).
     #[test]
     #[ignore]
@@ -1517,7 +2110,11 @@ mod tests {
         let seed: u64 = std::env::var("STUDY_SEED").map_or(1, |v| v.parse().unwrap());
         let start: u64 = std::env::var("STUDY_START").map_or(S / 2, |v| v.parse().unwrap());
         let horizon: u64 = std::env::var("STUDY_HORIZON").map_or(80, |v| v.parse().unwrap());
-        let r = run_from(c, &cross, seed, horizon, TrackParams::default(), start);
+        let tp = TrackParams {
+            phase: std::env::var("PHASE").is_ok(),
+            ..TrackParams::default()
+        };
+        let r = run_from(c, &cross, seed, horizon, tp, start);
         for (t, e, truth) in &r.held {
             eprintln!(
                 "{:.2} {} {:.2} [{:.2}, {:.2}] truth {:.2} conf {:.2} B {}",
@@ -1626,7 +2223,8 @@ mod tests {
     }
 
     /// Rounds' bytes (with their train times) as a driver would see them, at `ceiling`.
-    fn spends(c: f64, cross: &str, ceiling: f64, horizon_s: u64) -> Vec<(u64, u64)> {
+    /// Each train: its start, frames, and whether it opened a round.
+    fn spends(c: f64, cross: &str, ceiling: f64, horizon_s: u64) -> Vec<(u64, u64, bool)> {
         let mut p = path(c, cross, 1);
         let mut t = Tracker::new(TrackParams {
             capacity_bps: Some(c),
@@ -1634,15 +2232,52 @@ mod tests {
             ..TrackParams::default()
         })
         .unwrap();
+        let mut marks = RoundMarks {
+            t: &mut t,
+            opened: Vec::new(),
+        };
         let mut sent = Vec::new();
-        crate::fluid::drive_with(&mut t, &mut p, horizon_s * S, |spec, obs| {
+        crate::fluid::drive_with(&mut marks, &mut p, horizon_s * S, |spec, obs| {
             sent.push((obs.start_mono_ns.0, frames(spec)));
         });
-        sent
+        let opened = marks.opened;
+        sent.into_iter()
+            .zip(opened)
+            .map(|((t, b), o)| (t, b, o))
+            .collect()
+    }
+
+    /// A tracker whose trains are marked when they open a round.
+    struct RoundMarks<'a> {
+        t: &'a mut Tracker,
+        opened: Vec<bool>,
+    }
+
+    impl Estimator for RoundMarks<'_> {
+        fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
+            let before = self.t.in_round();
+            let t = self.t.poll_train(now_ns);
+            if t.is_some() {
+                self.opened.push(!before);
+            }
+            t
+        }
+        fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
+            self.t.handle_train(now_ns, obs);
+        }
+        fn estimate(&self) -> Option<Estimate> {
+            self.t.estimate()
+        }
+        fn is_done(&self) -> bool {
+            self.t.is_done()
+        }
+        fn next_wakeup(&self) -> Option<u64> {
+            self.t.next_wakeup()
+        }
     }
 
     /// The ceiling is never exceeded, the acquiring search included: at the start of every
-    /// round (a train after ≥ 90 ms of silence), the frames sent since the first train are at
+    /// round (a train that opened one), the frames sent since the first train are at
     /// most ceiling × C × the time since plus what is left of the acquisition's debt (its
     /// frames less those of the rounds since; the token rule's invariant: 1 B of tolerance for
     /// float rounding only), at 1%, 2% and 5%, on a noisy path where searches happen; and the
@@ -1655,18 +2290,17 @@ mod tests {
                 (100e6, "poisson:50mbit,size=1000"),
                 // Steps of ±50% every 20 s: a narrow re-search each.
                 (20e6, "step:8mbit,14mbit,every=20s,size=500"),
+                // On/off bursts: phase readings, a round every ~0.1 s.
+                (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
             ] {
-                // A round's trains follow each other within a round trip or two.
                 let sent = spends(c, cross, ceiling, 150);
                 let t0 = sent[0].0;
-                let acquired = sent
-                    .windows(2)
-                    .position(|w| w[1].0 > w[0].0 + 90_000_000)
-                    .unwrap();
-                let debt: u64 = sent[..=acquired].iter().map(|(_, b)| b).sum();
-                let (mut total, mut last_end, mut rounds) = (0u64, 0, 0);
-                for (t, b) in &sent {
-                    if *t > last_end + 90_000_000 {
+                // The acquisition: the trains before the second round opened.
+                let acquired = sent.iter().skip(1).position(|s| s.2).unwrap();
+                let debt: u64 = sent[..=acquired].iter().map(|s| s.1).sum();
+                let (mut total, mut rounds) = (0u64, 0);
+                for (t, b, opened) in &sent {
+                    if *opened {
                         rounds += 1;
                         let left = debt.saturating_sub(total - debt);
                         let allowed = ceiling * c / 8.0 * (*t - t0) as f64 / 1e9 + left as f64;
@@ -1676,7 +2310,6 @@ mod tests {
                         );
                     }
                     total += b;
-                    last_end = *t;
                 }
                 let span = (sent.last().unwrap().0 - t0) as f64 / 1e9;
                 let load = total as f64 * 8.0 / span / c;
@@ -1761,6 +2394,27 @@ mod tests {
                     ..TrackParams::default()
                 },
                 "streams",
+            ),
+            (
+                TrackParams {
+                    phase_probes: 2,
+                    ..TrackParams::default()
+                },
+                "phase readings",
+            ),
+            (
+                TrackParams {
+                    phase_noise: f64::NAN,
+                    ..TrackParams::default()
+                },
+                "phase readings",
+            ),
+            (
+                TrackParams {
+                    phase_timescale_ns: 0,
+                    ..TrackParams::default()
+                },
+                "time scale",
             ),
         ] {
             let e = Tracker::new(p).err().expect("refused").to_string();
