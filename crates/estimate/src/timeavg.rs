@@ -67,6 +67,14 @@ pub struct TimeAvgParams {
     /// every stream weighs the same (calib4; biased where reports come late in one phase: on
     /// the testbed a stream that lost a probe is reported 300 ms later).
     pub gap_share: Option<f64>,
+    /// Count a stream that met a standing queue without losing probes (a
+    /// [`Queue::Plateau`]) as risen, as an overflow is (calib3–6). `false` (calib7): only an
+    /// overflow. Under heavy Poisson cross traffic the plateau is most often the backlog of
+    /// the time average's own previous stream, at a high rate, draining at A − r behind a
+    /// stream at a low rate r: the judge cannot tell it from a full queue and the area read
+    /// low (20 Mbit/s Poisson at 75%: 0.3–0.6 below the truth). An on phase that saturates
+    /// the link fills the drop-tail queue and drops probes: an overflow.
+    pub plateau_rises: bool,
 }
 
 impl TimeAvgParams {
@@ -93,6 +101,7 @@ impl TimeAvgParams {
             z: 2.0,
             queue: None,
             gap_share: Some(0.5),
+            plateau_rises: false,
         }
     }
 }
@@ -302,6 +311,14 @@ impl TimeAvg {
         )
     }
 
+    /// Per stream in sending order: its rate and its reading (1 flat, 0 rose, ½ unknown).
+    pub fn samples(&self) -> Vec<(f64, Option<f64>)> {
+        self.plan
+            .iter()
+            .map(|(j, r)| (*r, self.shares[*j]))
+            .collect()
+    }
+
     /// The time the streams span: first sent to the last report (ms).
     pub fn timescale_ms(&self) -> Option<f64> {
         self.first_sent
@@ -347,7 +364,13 @@ impl Estimator for TimeAvg {
         let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
         let mut trend = stream_trend(&owd, sent, &self.p.trend);
         if let Some(j) = self.queue.as_mut() {
-            if j.judge(obs, sent) != Queue::Clear {
+            let v = j.judge(obs, sent);
+            let counted = match v {
+                Queue::Clear => false,
+                Queue::Overflow => true,
+                Queue::Plateau => self.p.plateau_rises,
+            };
+            if counted {
                 trend = Trend::Increasing;
             }
         }
