@@ -977,15 +977,11 @@ pub(crate) mod study {
             s.sort_by(|a, b| a.0.total_cmp(&b.0));
             let line: String = s
                 .iter()
-                .map(|(r, x)| {
-                    let m = match x {
-                        Some(v) if *v == 1.0 => '.',
-                        Some(v) if *v == 0.0 => 'R',
-                        Some(_) => '?',
-                        None => ' ',
-                    };
-                    let _ = r;
-                    m
+                .map(|(_, x)| match x {
+                    Some(v) if *v == 1.0 => '.',
+                    Some(v) if *v == 0.0 => 'R',
+                    Some(_) => '?',
+                    None => ' ',
                 })
                 .collect();
             if !s.is_empty() {
