@@ -63,6 +63,8 @@ pub struct AutoParams {
     pub timeavg_streams: usize,
     /// The time average's [`TimeAvgParams::gap_share`] (`None`: equal weights, calib4).
     pub timeavg_gap_share: Option<f64>,
+    /// The time average's [`TimeAvgParams::plateau_rises`] (`true`: calib6).
+    pub timeavg_plateau: bool,
 }
 
 impl Default for AutoParams {
@@ -89,6 +91,7 @@ impl Default for AutoParams {
             timeavg_span_ns: 1_000_000_000,
             timeavg_streams: 40,
             timeavg_gap_share: Some(0.5),
+            timeavg_plateau: false,
         }
     }
 }
@@ -167,6 +170,18 @@ impl Auto {
         }
     }
 
+    /// The search's own value (the time average may replace it).
+    pub fn search_value(&self) -> Option<f64> {
+        self.search()
+            .and_then(|s| s.estimate())
+            .map(|e| e.value_bps)
+    }
+
+    /// The rates of the search's streams that met a saturated link.
+    pub fn saturated_rates(&self) -> &[f64] {
+        self.search().map_or(&[], |s| s.saturated_rates())
+    }
+
     /// The SLoPS phase's fleets' streams.
     pub fn votes(&self) -> &[crate::slops::Vote] {
         self.search().map_or(&[], |s| s.votes())
@@ -229,6 +244,7 @@ impl Auto {
             // backlog).
             delta_frac: 0.1,
             gap_share: self.p.timeavg_gap_share,
+            plateau_rises: self.p.timeavg_plateau,
             ..TimeAvgParams::for_capacity(c, detect, self.last ^ (c as u64))
         });
         let Phase::Slops(s) = std::mem::replace(&mut self.phase, Phase::TimeAvg(Box::new(t)))

@@ -99,6 +99,8 @@ pub struct QueueJudge {
     /// loses nothing, so this is A near 0 at that moment: where other streams found the queue
     /// empty, A alternates at the scale of the search.
     pub saturated: u32,
+    /// The last stream's lowest group median above the floor (ns; 0 without evidence).
+    pub last_level_ns: f64,
 }
 
 impl QueueJudge {
@@ -109,6 +111,7 @@ impl QueueJudge {
             plateaus: 0,
             overflows: 0,
             saturated: 0,
+            last_level_ns: 0.0,
         }
     }
 
@@ -124,6 +127,7 @@ impl QueueJudge {
             self.floor = Some(self.floor.map_or(m, |f| f.min(m)));
         }
         let v = self.verdict(&owd, sent);
+        self.last_level_ns = self.level(&owd);
         if self.saturated_at_start(&owd, sent) {
             self.saturated += 1;
         }
@@ -159,6 +163,20 @@ impl QueueJudge {
         let g = ((owd.len() as f64).sqrt().floor() as usize).max(2);
         let d = group_medians(owd, g);
         d[0] - floor >= self.threshold(owd) && !self.draining(&d, owd)
+    }
+
+    /// The lowest group median above the floor: the queue the stream stood on throughout.
+    fn level(&self, owd: &[f64]) -> f64 {
+        match self.floor.filter(|_| owd.len() >= 4) {
+            Some(floor) => {
+                let g = ((owd.len() as f64).sqrt().floor() as usize).max(2);
+                let low = group_medians(owd, g)
+                    .into_iter()
+                    .fold(f64::INFINITY, f64::min);
+                (low - floor).max(0.0)
+            }
+            None => 0.0,
+        }
     }
 
     fn verdict(&self, owd: &[f64], sent: usize) -> Queue {

@@ -169,6 +169,8 @@ pub struct Slops {
     /// The standing-queue judge and the streams it turned to "increasing".
     queue: Option<QueueJudge>,
     queued: u32,
+    /// The rates of the streams that met a saturated link (at most [`MAX_SATURATED_RATES`]).
+    saturated_rates: Vec<f64>,
     /// The verification fleet in progress: the bound it re-tests and its rate.
     check: Option<(Side, f64)>,
     /// Rates at which a verification fleet confirmed the bound (the stated range ends there).
@@ -211,6 +213,8 @@ pub struct Slops {
 
 /// Consecutive re-sends of a mis-paced stream before it is used anyway.
 const MAX_RESENDS: u32 = 3;
+/// Saturated streams whose rate is kept (a search sends a few dozen streams).
+const MAX_SATURATED_RATES: usize = 256;
 
 /// The stream's actual send duration over its planned one, over the probes that left (a
 /// stream an elastic sender ended early, riders having run out, kept its rate).
@@ -237,6 +241,7 @@ impl Slops {
             p,
             queue: p.queue.map(QueueJudge::new),
             queued: 0,
+            saturated_rates: Vec::new(),
             check: None,
             confirmed: (None, None),
             contradictions: 0,
@@ -287,6 +292,11 @@ impl Slops {
             queued: self.queued,
             saturated: self.queue.as_ref().map_or(0, |j| j.saturated),
         }
+    }
+
+    /// The rates of the streams that met a link saturated by other traffic, in sending order.
+    pub fn saturated_rates(&self) -> &[f64] {
+        &self.saturated_rates
     }
 
     /// The lowest comparable one-way delay the standing-queue judge has seen.
@@ -632,10 +642,16 @@ impl Estimator for Slops {
         let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
         let mut trend = stream_trend(&owd, sent, &self.p.trend);
         // The link stayed busy through the stream (or overflowed): sent at or above A.
+        let before = self.queue.as_ref().map_or(0, |j| j.saturated);
         let queued = self
             .queue
             .as_mut()
             .is_some_and(|j| j.judge(obs, sent) != Queue::Clear);
+        if self.queue.as_ref().is_some_and(|j| j.saturated > before)
+            && self.saturated_rates.len() < MAX_SATURATED_RATES
+        {
+            self.saturated_rates.push(self.rate);
+        }
         if queued && trend != Trend::Increasing {
             trend = Trend::Increasing;
             self.queued += 1;
