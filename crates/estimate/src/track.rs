@@ -380,6 +380,9 @@ pub struct Tracker {
     allowance: Option<u64>,
     cut: bool,
     next_round_at: u64,
+    /// State of the pseudo-random wait added before a phase reading (xorshift, fixed seed:
+    /// runs stay deterministic), so readings do not lock to a periodic cross stream.
+    dither: u64,
     last: u64,
     stats: TrackStats,
     /// Rounds whose hold check had a stream contradict A from below / above (round numbers,
@@ -432,6 +435,7 @@ impl Tracker {
             allowance: None,
             cut: false,
             next_round_at: 0,
+            dither: 0x9e37_79b9_7f4a_7c15,
             last: 0,
             stats: TrackStats::default(),
             contra: [VecDeque::new(), VecDeque::new()],
@@ -1159,6 +1163,15 @@ impl Tracker {
     /// the path unwatched for its whole pay-back (0.4–1.4 MB: 8–29 s at 2% of 20 Mbit/s); so
     /// checks come at half rate meanwhile, and over any run longer than twice that pay-back
     /// the load is within the ceiling, the acquisition included.
+    fn next_dither(&mut self) -> u64 {
+        let mut x = self.dither;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.dither = x;
+        x
+    }
+
     fn close_round(&mut self, now_ns: u64, acquired: bool) {
         self.round_open = false;
         let idle = match self.capacity_bps() {
@@ -1178,7 +1191,18 @@ impl Tracker {
                 } else {
                     self.p.min_interval_ns
                 };
-                ((pay_ns - took).max(0.0).ceil() as u64).max(least)
+                let idle = ((pay_ns - took).max(0.0).ceil() as u64).max(least);
+                if matches!(self.phase, Phase::Read(_)) {
+                    // Readings a fixed period apart sample a periodic cross stream (CBR) at
+                    // the same phase of its packets each time: runs of alike readings that
+                    // drift with the beat, which the 1 s mean follows and the noise test
+                    // takes for bursts (seen on the testbed's STEP demo: ±25% swings on a
+                    // steady 4 Mbit/s). A random extra wait of up to one reading interval
+                    // makes successive readings independent draws.
+                    idle + self.next_dither() % self.p.phase_interval_ns.max(1)
+                } else {
+                    idle
+                }
             }
             None => self.p.min_interval_ns,
         };
@@ -2000,6 +2024,44 @@ mod tests {
                 eprintln!("{c:e} {cross} phase {on}: median {med:.3} p90 {p90:.3} load {load:.4}");
             }
         }
+    }
+
+    /// Readings a fixed period apart meet a periodic cross stream (CBR) at the same phase of
+    /// its packets each time: a 20-probe reading at 20 Mbit/s (1.9 ms) meets 0 or 1 packet of
+    /// 4 Mbit/s, and when the reading period is close to a multiple of the packet period the
+    /// readings come in runs that drift with the beat. On the testbed's demo (STEP levels of
+    /// CBR, readings started by the level changes) the 1 s mean swung ±25% around a steady
+    /// truth with a ~3 s period: 100 ms between readings against a 2.94 ms packet period.
+    /// The tracker adds a random wait of up to one reading interval before each reading, so
+    /// the gaps between readings vary by much more than a packet period (here: p10–p90 of
+    /// the gaps at least half the interval; without the wait they are all the pay-back).
+    #[test]
+    fn readings_are_not_a_fixed_period_apart() {
+        let cross = "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000";
+        let r = run_with(20e6, cross, 1, 80, TrackParams::default());
+        eprintln!(
+            "phase starts {}, estimates {}",
+            r.stats.phase_starts,
+            r.held.len()
+        );
+        let at: Vec<u64> = r
+            .held
+            .iter()
+            .filter(|(_, e, _)| e.quality.method == "track:phase")
+            .map(|(at, _, _)| *at)
+            .collect();
+        let mut gaps: Vec<u64> = at.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.len() >= 50, "{} readings", at.len());
+        gaps.sort();
+        let q = |p: f64| gaps[((gaps.len() - 1) as f64 * p) as usize];
+        let spread = q(0.9) - q(0.1);
+        eprintln!("{} gaps, p10 {} p90 {} ns", gaps.len(), q(0.1), q(0.9));
+        assert!(
+            spread >= TrackParams::default().phase_interval_ns / 2,
+            "gaps p10 {} p90 {}",
+            q(0.1),
+            q(0.9)
+        );
     }
 
     /// On steady paths and steps, readings never start (hold checks contradicted from both
