@@ -28,6 +28,7 @@ pub mod sweep;
 pub mod tcp_avail;
 pub mod timeavg;
 pub mod track;
+pub mod track_trace;
 pub mod trend;
 pub mod wren;
 pub mod wren2;

@@ -57,6 +57,7 @@
 use crate::auto::{Auto, AutoParams};
 use crate::phase::{read_avail, reading_train, ReadingShape, Readings};
 use crate::slops::{Pace, Slops, SlopsParams};
+use crate::track_trace;
 use crate::trend::{group_medians, stream_trend, Trend, TrendParams};
 use crate::{Estimate, Estimator, Quality, TrainResult, TrainSpec, WIRE_OVERHEAD};
 use serde::Serialize;
@@ -146,6 +147,10 @@ pub struct TrackParams {
     pub phase_noise: f64,
     /// Least time between two readings (continuous mode).
     pub phase_interval_ns: u64,
+    /// Judge each check and narrow stream by the probes that actually left (an elastic train
+    /// ends early when no rider waits), and send them for the length recent streams kept;
+    /// `false`: every stream is judged as if all its probes left (the old rule).
+    pub by_length: bool,
 }
 
 impl Default for TrackParams {
@@ -183,6 +188,7 @@ impl Default for TrackParams {
             phase_judge: 20,
             phase_noise: 0.09,
             phase_interval_ns: 20_000_000,
+            by_length: true,
         }
     }
 }
@@ -297,6 +303,8 @@ struct Check {
     drift: Option<Side>,
     /// A stream below A was sent in this check.
     below_sent: bool,
+    /// Streams above A sent again because they were cut too short to say anything.
+    short: u32,
 }
 
 /// A narrow re-search after a confirmed change: single streams at rates widening
@@ -400,6 +408,10 @@ pub struct Tracker {
     read_prior: f64,
     /// The side and held value of a change whose narrow re-search is under way.
     jump_from: Option<(Side, f64)>,
+    /// Probes that left in the last check and narrow streams (elastic trains end early), and
+    /// the round a stream last carried riders.
+    kept: VecDeque<usize>,
+    rode_at: Option<u32>,
 }
 
 impl Tracker {
@@ -445,6 +457,8 @@ impl Tracker {
             read_left: 0,
             read_prior: 0.0,
             jump_from: None,
+            kept: VecDeque::new(),
+            rode_at: None,
         })
     }
 
@@ -553,7 +567,7 @@ impl Tracker {
             a + self.least_rise_bps()
         } else {
             a
-        };
+        } + self.length_offset_bps();
         let spread = if wide {
             self.margin_bps()
         } else {
@@ -572,12 +586,19 @@ impl Tracker {
     /// min_rise × C / (0.87 T) (0.029 C at 20 Mbit/s, 0.014 C at 100). Without `refine`, the
     /// whole T (a centre 0.004 C too low that held values drifted off on CBR).
     fn least_rise_bps(&self) -> f64 {
+        self.least_rise_over(self.p.stream_len)
+    }
+
+    /// δ for a stream of which only the first `left` probes left (an elastic train that ended
+    /// early): the trend tests see the rise over their span only, so the rate must be that
+    /// much further above A to read rising (10 of 50 probes: about 6.5 δ, 16: 3.5 δ).
+    fn least_rise_over(&self, left: usize) -> f64 {
         let (Some(c), Some(h)) = (self.capacity_bps(), self.held.as_ref()) else {
             return 0.0;
         };
         let probe = self.stream(h.value_bps.max(1e3));
-        let t_ns = probe.offsets().last().copied().unwrap_or(0).max(1) as f64;
-        let n = probe.probes.len();
+        let n = left.clamp(2, probe.probes.len().max(2));
+        let t_ns = probe.offsets().get(n - 1).copied().unwrap_or(0).max(1) as f64;
         let span = if self.p.refine && n >= 4 {
             let g = ((n as f64).sqrt().floor() as usize).max(2);
             let size = n / g;
@@ -588,6 +609,38 @@ impl Tracker {
             1.0
         };
         self.trend_params().min_rise_ns * c / (t_ns * span)
+    }
+
+    /// Probes recent check and narrow streams kept (their lower quartile: most streams keep
+    /// at least this many); the full length when none was cut short or `by_length` is off.
+    fn expected_len(&self) -> usize {
+        if !self.p.by_length || self.kept.is_empty() {
+            return self.p.stream_len;
+        }
+        let mut k: Vec<usize> = self.kept.iter().copied().collect();
+        k.sort_unstable();
+        k[k.len() / 4]
+    }
+
+    /// How much higher than for a whole stream checks and narrow streams are sent, so that a
+    /// stream keeping the expected length tests the point a whole one would (0 when streams
+    /// are not cut short).
+    fn length_offset_bps(&self) -> f64 {
+        self.least_rise_over(self.expected_len()) - self.least_rise_bps()
+    }
+
+    /// A check or narrow stream came back: remember how many of its probes left and whether
+    /// it carried riders.
+    fn note_length(&mut self, obs: &TrainResult, left: usize) {
+        if obs.riders.is_some_and(|r| r.bytes > 0) {
+            self.rode_at = Some(self.stats.rounds);
+        }
+        if self.p.by_length {
+            if self.kept.len() == KEPT {
+                self.kept.pop_front();
+            }
+            self.kept.push_back(left);
+        }
     }
 
     /// A stream at `rate` built as `auto`'s SLoPS streams are: long enough that a rate m above
@@ -682,15 +735,45 @@ impl Tracker {
             }
             _ => None,
         };
+        let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
+        // How far below the point it was sent to test a stream cut short tested: its queue
+        // rose over fewer probes than planned.
+        let shortfall = if self.p.by_length {
+            self.least_rise_over(sent) - self.least_rise_over(self.expected_len())
+        } else {
+            0.0
+        };
+        let spread = self.spread_bps();
+        self.note_length(obs, sent);
         let Phase::Hold(c) = &mut self.phase else {
             return;
         };
         let Some(side) = c.sent.take() else {
             return;
         };
-        let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
         let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
         let trend = stream_trend(&owd, sent, &trend_params);
+        if track_trace::enabled() {
+            let kind = match (side, c.wide) {
+                (Side::Above, false) => "above",
+                (Side::Below, false) => "below",
+                (Side::Above, true) => "above+wide",
+                (Side::Below, true) => "below+wide",
+            };
+            let h = self.held.as_ref().map(|h| h.value_bps);
+            trace_stream(self.last, kind, c.rate, obs, trend, h);
+        }
+        if side == Side::Above
+            && trend == Trend::NotIncreasing
+            && shortfall > spread / 2.0
+            && c.short < SHORT_REPEATS
+        {
+            // Flat, but it tested a point below the held value's bracket: it says nothing
+            // about A being above it. Again, the streak as it was.
+            c.short += 1;
+            c.todo.insert(0, side);
+            return;
+        }
         let contradicts = match (side, trend) {
             (_, Trend::Unknown) => {
                 c.unknown += 1;
@@ -767,7 +850,10 @@ impl Tracker {
     /// A narrow re-search past `side` of the held value, whose check stream there (at A ∓ m)
     /// is the first bound.
     fn narrow(&self, side: Side) -> Narrow {
-        let r = self.check_rate(side, true);
+        // As a whole stream would have tested it (checks are sent higher for cut streams).
+        let r = self
+            .check_rate(side, true)
+            .map(|r| r - self.length_offset_bps());
         let (flat, rising) = match side {
             Side::Below => (None, r),
             Side::Above => (r, None),
@@ -833,16 +919,30 @@ impl Tracker {
     /// A narrow re-search stream came back: move the bracket's bound it tested.
     fn handle_narrow(&mut self, obs: &TrainResult) {
         let trend_params = self.trend_params();
+        let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
+        // The rate a whole stream would have tested what this one did: lower by what
+        // its cut-short length adds to δ (it was sent higher by the expected length's).
+        let short = if self.p.by_length {
+            self.least_rise_over(sent) - self.least_rise_bps()
+        } else {
+            0.0
+        };
+        self.note_length(obs, sent);
         let Phase::Narrow(n) = &mut self.phase else {
             return;
         };
         let Some(rate) = n.sent.take() else {
             return;
         };
-        let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
+        let rate = rate - short;
         let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
         let widening = n.flat.is_none() || n.rising.is_none();
-        match stream_trend(&owd, sent, &trend_params) {
+        let trend = stream_trend(&owd, sent, &trend_params);
+        if track_trace::enabled() {
+            let h = self.held.as_ref().map(|h| h.value_bps);
+            trace_stream(self.last, "narrow", rate, obs, trend, h);
+        }
+        match trend {
             Trend::Increasing => {
                 n.rising = Some(n.rising.map_or(rate, |r| r.min(rate)));
                 n.unknown = 0;
@@ -865,11 +965,15 @@ impl Tracker {
     /// The next stream of the narrow re-search, or `None` when it is over.
     fn next_narrow_stream(&mut self) -> Option<TrainSpec> {
         let rate = self.narrow_rate()?;
-        let t = self.stream(rate);
+        let c = self.capacity_bps()?;
+        // Sent higher for the length streams keep, below C (what is left of δ's shift is
+        // taken off when it comes back).
+        let sent = (rate + self.length_offset_bps()).min(c * 0.995).max(rate);
+        let t = self.stream(sent);
         let Phase::Narrow(n) = &mut self.phase else {
             return None;
         };
-        n.sent = Some(rate);
+        n.sent = Some(sent);
         n.streams += 1;
         Some(t)
     }
@@ -1040,7 +1144,14 @@ impl Tracker {
     /// Hold checks contradicted A from both sides in enough of the last rounds: A swings
     /// within the time scale, faster than checks (a round every ~1–2 s at 2% of C) follow.
     fn phase_evidence(&mut self) -> bool {
+        // Riders: a reading's few probes at C carry little of the host's traffic, and what
+        // is held around them is load they do not meet: they read high by the host's rate
+        // (4 Mbit/s beside a tracked 20 Mbit/s path: 40–80% off on the testbed).
+        let riding = self
+            .rode_at
+            .is_some_and(|r| self.stats.rounds < r.saturating_add(self.p.phase_window));
         if !self.p.phase
+            || riding
             || !matches!(self.phase, Phase::Hold(_) | Phase::Narrow(_))
             || self.stats.rounds < self.read_left.saturating_add(self.read_cool)
         {
@@ -1221,6 +1332,40 @@ fn acquire(p: &TrackParams, capacity_bps: Option<f64>) -> Auto {
 
 /// How much a stream's delays rose (ns, last group's median less the first's, as the trend
 /// tests measure it) and over how long (ns between the two groups' middle send times).
+/// Record a stream for the bench ([`track_trace`]).
+fn trace_stream(
+    t_ns: u64,
+    kind: &str,
+    rate_bps: f64,
+    obs: &TrainResult,
+    trend: Trend,
+    held_bps: Option<f64>,
+) {
+    let riders = obs.riders.unwrap_or_default();
+    track_trace::push(track_trace::StreamRecord {
+        t_ns,
+        kind: kind.to_string(),
+        rate_bps,
+        planned: obs.probes.len(),
+        sent: obs.probes.iter().filter(|p| p.sent_ns.is_some()).count(),
+        received: obs.probes.iter().filter(|p| p.rx_ns.is_some()).count(),
+        verdict: match trend {
+            Trend::Increasing => "rising",
+            Trend::NotIncreasing => "flat",
+            Trend::Unknown => "unknown",
+        },
+        held_bps,
+        rider_bytes: riders.bytes,
+        competing_bytes: riders.competing_bytes,
+    });
+}
+
+/// Check and narrow streams whose kept length sets the next streams' (8: a few rounds).
+const KEPT: usize = 8;
+/// A check stream cut so short that a flat reading says nothing about its side is sent again,
+/// at most this many times a check.
+const SHORT_REPEATS: u32 = 3;
+
 fn queue_rise(obs: &TrainResult) -> Option<(f64, f64)> {
     let pts: Vec<(f64, f64)> = obs
         .probes
@@ -1291,6 +1436,16 @@ impl Estimator for Tracker {
 
     fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         self.last = now_ns;
+        if let Some(r) = obs.riders.filter(|r| r.skipped_probes > 0) {
+            // Probes an elastic train left out never went: they cost nothing.
+            let f = r.skipped_bytes + u64::from(r.skipped_probes) * WIRE_OVERHEAD;
+            self.round_frames = self.round_frames.saturating_sub(f);
+            self.round_bytes = self.round_bytes.saturating_sub(r.skipped_bytes);
+            self.stats.probe_bytes = self.stats.probe_bytes.saturating_sub(r.skipped_bytes);
+            if let Some(a) = &mut self.allowance {
+                *a += f;
+            }
+        }
         let narrowing = matches!(self.phase, Phase::Narrow(_));
         let reading = matches!(self.phase, Phase::Read(_));
         match self.inner() {
@@ -1346,6 +1501,7 @@ impl Estimator for Tracker {
 mod tests {
     use super::*;
     use crate::fluid::{drive, FluidPath};
+    use crate::{ProbeResult, TrainRiderStats};
     use mgrp_traffic::CrossPattern;
 
     const S: u64 = 1_000_000_000;
@@ -1469,6 +1625,262 @@ mod tests {
         fn next_wakeup(&self) -> Option<u64> {
             self.t.next_wakeup()
         }
+    }
+
+    /// Trains cut short as an elastic sender cuts them beside a host's flow: of each 50-probe
+    /// stream only the first 10..=21 probes leave (drawn per train; on the testbed, 20 Mbit/s
+    /// with a 4 Mbit/s flow and the default `min_share` 0.2: 10–21, median 16), the rest come
+    /// back unsent and counted as skipped; every stream carried riders.
+    struct Cut<'a> {
+        inner: Rounds<'a>,
+        rng: u64,
+        planned: Option<TrainSpec>,
+        kept: Vec<usize>,
+        /// Cut streams short (else only mark every stream as carrying riders).
+        cut: bool,
+    }
+
+    impl Estimator for Cut<'_> {
+        fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
+            let t = self.inner.poll_train(now_ns)?;
+            if !self.cut || t.probes.len() != TrackParams::default().stream_len {
+                self.planned = None;
+                return Some(t);
+            }
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            let keep = 10 + (self.rng % 12) as usize;
+            self.kept.push(keep);
+            let cut = TrainSpec {
+                probes: t.probes[..keep].to_vec(),
+                ..t.clone()
+            };
+            self.planned = Some(t);
+            Some(cut)
+        }
+        fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
+            let mut obs = obs.clone();
+            obs.riders = Some(TrainRiderStats {
+                bytes: 1000,
+                ..TrainRiderStats::default()
+            });
+            if let Some(t) = self.planned.take() {
+                let offsets = t.offsets();
+                let left = obs.probes.len();
+                let mut skipped = TrainRiderStats {
+                    bytes: 1000,
+                    ..TrainRiderStats::default()
+                };
+                for (i, ps) in t.probes.iter().enumerate().skip(left) {
+                    skipped.skipped_probes += 1;
+                    skipped.skipped_bytes += u64::from(ps.size);
+                    obs.probes.push(ProbeResult {
+                        index: i as u16,
+                        size: ps.size,
+                        intended_ns: offsets[i],
+                        sent_ns: None,
+                        rx_ns: None,
+                        rx_size: None,
+                        tx_real_ns: mgrp_train::WallNs(0),
+                        tx_kernel_ns: None,
+                        hop: None,
+                    });
+                }
+                obs.riders = Some(skipped);
+            }
+            self.inner.handle_train(now_ns, &obs);
+        }
+        fn estimate(&self) -> Option<Estimate> {
+            self.inner.estimate()
+        }
+        fn is_done(&self) -> bool {
+            self.inner.is_done()
+        }
+        fn next_wakeup(&self) -> Option<u64> {
+            self.inner.next_wakeup()
+        }
+    }
+
+    /// [`run_from`] with every 50-probe stream cut short ([`Cut`]).
+    fn run_cut(c: f64, cross: &str, seed: u64, horizon_s: u64, tp: TrackParams) -> Run {
+        run_riding(c, cross, seed, horizon_s, tp, true)
+    }
+
+    /// Every stream carries riders; 50-probe streams are cut short when `cut`.
+    fn run_riding(
+        c: f64,
+        cross: &str,
+        seed: u64,
+        horizon_s: u64,
+        tp: TrackParams,
+        cut: bool,
+    ) -> Run {
+        let mut p = path(c, cross, seed);
+        p.idle_until(S / 2);
+        let mut t = Tracker::new(TrackParams {
+            capacity_bps: Some(c),
+            ..tp
+        })
+        .unwrap();
+        let mut cut = Cut {
+            inner: Rounds {
+                t: &mut t,
+                out: Vec::new(),
+                recorded: 0,
+            },
+            rng: 0x9e37_79b9_7f4a_7c15 ^ seed,
+            planned: None,
+            kept: Vec::new(),
+            cut,
+        };
+        drive(&mut cut, &mut p, horizon_s * S);
+        let out = std::mem::take(&mut cut.inner.out);
+        let finals: Vec<(u64, Estimate)> = out.into_iter().filter(|(_, e)| e.final_).collect();
+        let (t_acq, acq) = finals[0].clone();
+        let held = finals
+            .iter()
+            .skip(1)
+            .map(|(at, e)| (*at, e.clone(), p.avail_bps(at.saturating_sub(S), *at)))
+            .collect();
+        let stats = t.stats();
+        Run {
+            held,
+            stats,
+            acquire_bytes: acq.quality.probe_bytes,
+            track_bytes: stats.probe_bytes.saturating_sub(acq.quality.probe_bytes),
+            track_ns: p.now_ns() - t_acq,
+        }
+    }
+
+    /// Streams cut short (elastic riders) judged by the probes that left, sent for the length
+    /// recent streams kept, against the old rule (every stream judged as if whole): pooled
+    /// median / p90 error of the held estimates and the STEP level changes followed, 20 Mbit/s,
+    /// 4 seeds × 80 s. Measured (printed): see the bounds below.
+    #[test]
+    fn cut_streams_are_judged_by_the_probes_that_left() {
+        let old = TrackParams {
+            by_length: false,
+            ..TrackParams::default()
+        };
+        let seeds: u64 = if cfg!(debug_assertions) { 1 } else { 4 };
+        for cross in [
+            "cbr:10mbit,size=1000",
+            "poisson:10mbit,size=1000",
+            "step:5mbit,8mbit,every=20s,size=500",
+        ] {
+            let mut res = Vec::new();
+            for tp in [old, TrackParams::default()] {
+                let mut errs = Vec::new();
+                let mut follows = Vec::new();
+                let mut readings = 0;
+                for seed in 1..=seeds {
+                    let r = run_cut(20e6, cross, seed, 80, tp);
+                    errs.extend(r.held.iter().map(|(_, e, t)| rel(e, *t, 20e6)));
+                    readings += r.stats.readings;
+                    if cross.starts_with("step") {
+                        follows.extend(
+                            follow_run(20e6, cross, 20, seed, 80, &r)
+                                .into_iter()
+                                .map(|f| f.map_or(f64::INFINITY, |(t, _)| t)),
+                        );
+                    }
+                }
+                errs.sort_by(f64::total_cmp);
+                let n = errs.len();
+                let (med, p90) = (errs[n / 2], errs[n * 9 / 10]);
+                println!(
+                    "{cross} by_length={}: median {:.1}% p90 {:.1}% (n {n}), readings {readings}, follow {:?}",
+                    tp.by_length,
+                    med * 100.0,
+                    p90 * 100.0,
+                    follows.iter().map(|t| format!("{t:.2}")).collect::<Vec<_>>()
+                );
+                res.push((med, p90, follows, readings));
+            }
+            let (old, new) = (&res[0], &res[1]);
+            // Bounds: what was measured (4 seeds) plus ~2 points; STEP's follow times are
+            // deterministic on the model (0.3–2.5 s measured; old: 4 of 12 never, others 3–17 s).
+            assert!(
+                new.0 < old.0,
+                "{cross}: median {:.3} not below {:.3}",
+                new.0,
+                old.0
+            );
+            let (med, p90) = match cross.split(':').next() {
+                Some("cbr") => (0.07, 0.12),
+                Some("poisson") => (0.14, 0.28),
+                _ => (0.05, 0.09),
+            };
+            assert!(
+                new.0 <= med && new.1 <= p90,
+                "{cross}: {:.3} / {:.3}",
+                new.0,
+                new.1
+            );
+            if cross.starts_with("step") {
+                let slow = new.2.iter().filter(|t| **t > 2.0).count();
+                assert!(new.2.iter().all(|t| *t <= 3.0), "{cross}: {:?}", new.2);
+                assert!(slow * 4 <= new.2.len(), "{cross}: {slow} steps over 2 s");
+            }
+            assert_eq!(
+                new.3, 0,
+                "{cross}: phase readings started while riders rode"
+            );
+        }
+    }
+
+    /// Phase readings stay off while the tracker's streams carry riders (a reading's few
+    /// probes at C meet none of the host's traffic held around them and read high by its
+    /// rate; 40–80% off on the testbed): on/off bursts that start readings without riders
+    /// start none with them.
+    #[test]
+    fn phase_readings_stay_off_while_riders_ride() {
+        let cross = "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000";
+        let free = run_with(20e6, cross, 1, 80, TrackParams::default());
+        let riding = run_riding(20e6, cross, 1, 80, TrackParams::default(), false);
+        assert!(free.stats.readings > 0, "{:?}", free.stats);
+        assert_eq!(
+            (riding.stats.phase_starts, riding.stats.readings),
+            (0, 0),
+            "{:?}",
+            riding.stats
+        );
+    }
+
+    /// One run with streams cut short: the held values against the truth, and with
+    /// `STREAMS=1` every stream (`CROSS=...` picks the cross traffic).
+    #[test]
+    #[ignore]
+    fn study_cut_trace() {
+        let cross = std::env::var("CROSS").unwrap_or("step:5mbit,8mbit,every=20s,size=500".into());
+        track_trace::record_streams(true);
+        let r = run_cut(20e6, &cross, 1, 80, TrackParams::default());
+        for x in track_trace::take_streams() {
+            let t = x.t_ns as f64 / 1e9;
+            if std::env::var("STREAMS").is_ok() {
+                println!(
+                    "  {t:.3} {} {:.2} held {:.2} left {} {}",
+                    x.kind,
+                    x.rate_bps / 1e6,
+                    x.held_bps.unwrap_or(0.0) / 1e6,
+                    x.sent,
+                    x.verdict
+                );
+            }
+        }
+        track_trace::record_streams(false);
+        for (t, e, truth) in &r.held {
+            println!(
+                "{:.2} {} {:.2} truth {:.2} err {:.1}%",
+                *t as f64 / 1e9,
+                e.quality.method,
+                e.value_bps / 1e6,
+                truth / 1e6,
+                rel(e, *truth, 20e6) * 100.0
+            );
+        }
+        println!("{:?}", r.stats);
     }
 
     /// Payload bytes of one full `auto` search (C known) on the path.

@@ -101,6 +101,28 @@ pub struct Row {
     pub added_load_share: Option<f64>,
     /// Riders: elastic trains.
     pub elastic: bool,
+    /// Every published estimate: seconds since the run's start, value, truth over the second
+    /// before (A less the application's rate), bit/s.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub record: Vec<EstimateRecord>,
+    /// `track`: every check and narrow re-search stream, how many probes it carried and how
+    /// it read (its `t_ns` made seconds since the run's start, as `t_s`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamLine>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EstimateRecord {
+    pub t_s: f64,
+    pub value_bps: f64,
+    pub truth_bps: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamLine {
+    pub t_s: f64,
+    #[serde(flatten)]
+    pub stream: mgrp_estimate::track_trace::StreamRecord,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -214,6 +236,7 @@ fn scenario(
     let svc_cfg = ServiceConfig::parse(&text).map_err(|e| Error::Config(e.to_string()))?;
     let offset = mgrp_clock::realtime_ns() as i128 - mgrp_testbed::clock::now_ns() as i128;
     let t0 = mgrp_testbed::clock::now_ns();
+    mgrp_estimate::track_trace::record_streams(true);
     let k = key.clone();
     let deadline = std::time::Instant::now() + Duration::from_secs_f64(secs);
     let recs = spawn_in(&tb.ns(Role::Snd), "service", move || {
@@ -260,6 +283,14 @@ fn scenario(
         .join()
         .map_err(|_| Error::Worker("service thread panicked".into()))??;
     let t1 = mgrp_testbed::clock::now_ns();
+    let streams: Vec<StreamLine> = mgrp_estimate::track_trace::take_streams()
+        .into_iter()
+        .map(|r| StreamLine {
+            t_s: (r.t_ns as f64 - t0 as f64) / 1e9,
+            stream: r,
+        })
+        .collect();
+    mgrp_estimate::track_trace::record_streams(false);
     let app = app.map(|a| a.stop()).transpose()?;
     let start_ns = gen.start_ns();
     gen.stop()?;
@@ -275,6 +306,18 @@ fn scenario(
         .as_ref()
         .map(|r| r.received_bytes as f64 * 8.0 / r.duration_s.max(1e-3));
     let app_frames_bps = app_bps.map(|b| b * (1.0 + TCP_HEADERS / TCP_MSS));
+    let record: Vec<EstimateRecord> = recs
+        .iter()
+        .map(|(t, v)| {
+            let t = to_mono(*t);
+            let w = truth.window(t.saturating_sub(1_000_000_000), t);
+            EstimateRecord {
+                t_s: (t as f64 - t0 as f64) / 1e9,
+                value_bps: *v,
+                truth_bps: w.map(|w| w.avail_bps - app_bps.unwrap_or(0.0)),
+            }
+        })
+        .collect();
     let mut errs: Vec<f64> = recs
         .iter()
         .filter_map(|(t, v)| {
@@ -308,6 +351,8 @@ fn scenario(
         app_bps,
         added_load_share: app_frames_bps.map(|f| (window.offered_fg_bps - f) / c),
         elastic: cfg.app_flow && cfg.elastic,
+        record,
+        streams,
     })
 }
 
