@@ -20,6 +20,7 @@ use crate::chirp::{Chirp, ChirpParams};
 use crate::queue::QueueParams;
 use crate::slops::{Pace, Slops, SlopsParams};
 use crate::timeavg::{TimeAvg, TimeAvgParams};
+use crate::trend::TrendParams;
 use crate::{wire_bits, Estimate, Estimator, Quality, TrainResult, TrainSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,6 +66,17 @@ pub struct AutoParams {
     pub timeavg_gap_share: Option<f64>,
     /// The time average's [`TimeAvgParams::plateau_rises`] (`true`: calib6).
     pub timeavg_plateau: bool,
+    /// A search stream reads "increasing" only if its delays rose by at least this share of
+    /// the queue its sizing excess would build (the detect delay above,
+    /// [`TrendParams::min_rise_ns`]); 0: the trend tests' shape alone (pathload). Measured and
+    /// rejected in calib8 (estimators.md): at 1 the search reads CBR 5–16% high.
+    pub rise_floor: f64,
+    /// [`SlopsParams::share_trim`]; 0 (calib8 measured 0.15 and 0.25: on/off 50 ms worse).
+    pub share_trim: f64,
+    /// The search's trend thresholds (pathload 1.3.2's by default; `min_rise_ns` is set from
+    /// `rise_floor`). calib8 measured the paper's: on/off and 100 Mbit/s Poisson 25% better,
+    /// Poisson at 50–75% load worse.
+    pub trend: TrendParams,
 }
 
 impl Default for AutoParams {
@@ -92,6 +104,9 @@ impl Default for AutoParams {
             timeavg_streams: 40,
             timeavg_gap_share: Some(0.5),
             timeavg_plateau: false,
+            rise_floor: 0.0,
+            share_trim: 0.0,
+            trend: TrendParams::default(),
         }
     }
 }
@@ -289,17 +304,21 @@ impl Auto {
     fn start_slops(&mut self, c: f64) {
         let start = self.rough.as_ref().map(|e| e.value_bps);
         let w = self.p.resolution * c;
+        let detect = self
+            .p
+            .detect_ns
+            .max(self.p.detect_mtus * 1514.0 * 8.0 / c * 1e9);
         self.phase = Phase::Slops(Box::new(Slops::new(SlopsParams {
             fleet: self.p.fleet,
             stream_len: self.p.stream_len,
             resolution_bps: w,
             grey_bps: w,
             start_bps: start,
-            detect_ns: Some(
-                self.p
-                    .detect_ns
-                    .max(self.p.detect_mtus * 1514.0 * 8.0 / c * 1e9),
-            ),
+            detect_ns: Some(detect),
+            trend: TrendParams {
+                min_rise_ns: self.p.rise_floor * detect,
+                ..self.p.trend
+            },
             min_gap_ns: self.p.min_gap_ns,
             fraction: self.p.fraction,
             verify_bps: self.p.verify.then_some(w),
@@ -307,6 +326,7 @@ impl Auto {
             verify_always: false,
             spread_ns: (self.p.timescale_ns > 0).then_some(self.p.timescale_ns),
             calibrated: self.p.calibrated,
+            share_trim: self.p.share_trim,
             queue: self.p.queue.then(|| QueueParams {
                 floor_ns: self
                     .floors

@@ -123,7 +123,19 @@ pub fn delta_bounds(votes: &[Vote], max_rate: f64) -> (f64, f64) {
 /// The mean of A over the streams' instants, ∫ share_below(r) dr, with the bounds that hold
 /// whatever the share does between two sampled rates (it can only fall): (low, mean, high).
 pub fn mean_over_streams(votes: &[Vote], max_rate: f64) -> (f64, f64, f64) {
-    let pts = share_below(votes, max_rate);
+    mean_over_streams_trimmed(votes, max_rate, 0.0)
+}
+
+/// [`mean_over_streams`] with the shares stretched away from the trend test's error rate
+/// `trim`: s → (s − trim) / (1 − 2·trim), clipped to 0..1. A share of ½ (fleets that saw two
+/// phases) stays; the few false rises of streams well below A no longer pull the mean down.
+pub fn mean_over_streams_trimmed(votes: &[Vote], max_rate: f64, trim: f64) -> (f64, f64, f64) {
+    let mut pts = share_below(votes, max_rate);
+    if trim > 0.0 {
+        for p in &mut pts {
+            p.1 = ((p.1 - trim) / (1.0 - 2.0 * trim)).clamp(0.0, 1.0);
+        }
+    }
     let (mut lo, mut mid, mut hi) = (0.0, 0.0, 0.0);
     for w in pts.windows(2) {
         let dr = w[1].0 - w[0].0;
@@ -252,6 +264,15 @@ pub(crate) mod study {
                 _ if f.starts_with("linger=") => {
                     let ms: u64 = f[7..].trim_end_matches("ms").parse().expect("linger=N(ms)");
                     h.report_linger_ns = Some(ms * 1_000_000);
+                }
+                // The cross generator's stalls (`stall=1000us/20ms`: 1 ms stalls 20 ms apart on
+                // average, [`Host::cross_stall_ns`]).
+                _ if f.starts_with("stall=") => {
+                    let (d, every) = f[6..].split_once('/').expect("stall=Nus/Mms");
+                    let us: u64 = d.trim_end_matches("us").parse().expect("stall=N(us)");
+                    let ms: u64 = every.trim_end_matches("ms").parse().expect("/M(ms)");
+                    h.cross_stall_ns = us * 1000;
+                    h.cross_stall_every_ns = ms * 1_000_000;
                 }
                 _ if f.starts_with("jitter=") => {
                     let us: u64 = f[7..].trim_end_matches("us").parse().expect("jitter=N(us)");
@@ -1022,6 +1043,287 @@ pub(crate) mod study {
             );
         });
         eprintln!("{:?} {:?}", crate::Estimator::estimate(&a), a.evidence());
+    }
+
+    /// calib8, rejected: [`super::mean_over_streams`] with the share held at 1 below what the decided fleets prove
+    /// (`delta_bounds`' low end) and at 0 above its high end: the tails of the pool outside the
+    /// proven range hold only the trend test's false verdicts.
+    pub fn mean_within_proven(votes: &[crate::slops::Vote], max_rate: f64) -> (f64, f64, f64) {
+        let (dlo, dhi) = super::delta_bounds(votes, max_rate);
+        let inside: Vec<crate::slops::Vote> = votes
+            .iter()
+            .filter(|v| v.rate > dlo && v.rate < dhi)
+            .copied()
+            .collect();
+        let inner = super::share_below(&inside, max_rate);
+        let mut pts: Vec<(f64, f64)> = vec![(0.0, 1.0), (dlo, 1.0)];
+        pts.extend(inner[1..inner.len() - 1].iter().map(|(r, s, _)| (*r, *s)));
+        pts.push((dhi, 0.0));
+        pts.push((max_rate, 0.0));
+        let (mut lo, mut mid, mut hi) = (0.0, 0.0, 0.0);
+        for w in pts.windows(2) {
+            let dr = w[1].0 - w[0].0;
+            lo += dr * w[1].1;
+            hi += dr * w[0].1;
+            mid += dr * (w[0].1 + w[1].1) / 2.0;
+        }
+        (lo, mid, hi)
+    }
+
+    /// Signed error per cell (calib8: does the search end low?) and, with `DETAIL=1`, each
+    /// run's fleets in order (rate Mbit/s, rose, flat, δ): `CAPS=100 KINDS=poisson LOADS=25
+    /// SEEDS=40 HOST=testbed,adaptive,jitter=50us CALIB_TRUTH=delivered cargo test --release
+    /// -p mgrp-estimate --lib calib::study::bias -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn bias() {
+        let seeds: u64 = std::env::var("SEEDS").map_or(40, |s| s.parse().unwrap());
+        let kinds = std::env::var("KINDS").unwrap_or("cbr,poisson,step".into());
+        let kinds: Vec<&str> = kinds.split(',').collect();
+        let detail = std::env::var("DETAIL").is_ok();
+        let floor: f64 = std::env::var("FLOOR").map_or(0.0, |s| s.parse().unwrap());
+        let runs = grid(
+            seeds,
+            &kinds,
+            AutoParams {
+                rise_floor: floor,
+                share_trim: std::env::var("TRIM").map_or(0.0, |s| s.parse().unwrap()),
+                trend: match std::env::var("PAPER").ok().as_deref() {
+                    Some("mid") => crate::trend::TrendParams {
+                        pct_increasing: 0.63,
+                        pct_not: 0.52,
+                        pdt_increasing: 0.50,
+                        pdt_not: 0.40,
+                        ..Default::default()
+                    },
+                    Some(_) => crate::trend::TrendParams::paper(),
+                    None => Default::default(),
+                },
+                ..AutoParams::default()
+            },
+        );
+        let mut cells: Vec<String> = runs.iter().map(|r| r.cell.clone()).collect();
+        cells.dedup();
+        for cell in &cells {
+            let r: Vec<&Outcome> = runs.iter().filter(|o| &o.cell == cell).collect();
+            let signed: Vec<f64> = r
+                .iter()
+                .map(|o| (o.est.value_bps - o.truth) / o.truth.max(0.05 * o.c))
+                .collect();
+            let missed_low = r.iter().filter(|o| o.est.high_bps < o.truth).count();
+            let missed_high = r.iter().filter(|o| o.est.low_bps > o.truth).count();
+            let errs: Vec<f64> = r.iter().map(|o| o.err()).collect();
+            // The value read within what the fleets prove (runs that ended with an
+            // uncontradicted search only; others as they are).
+            let alt: Vec<f64> = r
+                .iter()
+                .map(|o| {
+                    let v = if o.timeavg() || o.ev.contradictions > 0 {
+                        o.est.value_bps
+                    } else {
+                        mean_within_proven(&o.votes, o.c).1
+                    };
+                    (v - o.truth) / o.truth.max(0.05 * o.c)
+                })
+                .collect();
+            eprintln!(
+                "{cell:>16}  proven: signed p10 {:+.3} med {:+.3} p90 {:+.3} | err {:.3} p90 {:.3} >50% {}",
+                q(alt.clone(), 0.1),
+                q(alt.clone(), 0.5),
+                q(alt.clone(), 0.9),
+                q(alt.iter().map(|x| x.abs()).collect(), 0.5),
+                q(alt.iter().map(|x| x.abs()).collect(), 0.9),
+                alt.iter().filter(|x| x.abs() > 0.5).count(),
+            );
+            eprintln!(
+                "{cell:>16}: n {} signed p10 {:+.3} med {:+.3} p90 {:+.3} | err {:.3} p90 {:.3} >50% {} | held {} missed low {missed_low} high {missed_high} | s {:.2} kB {:.0}",
+                r.len(),
+                q(signed.clone(), 0.1),
+                q(signed.clone(), 0.5),
+                q(signed, 0.9),
+                q(errs.clone(), 0.5),
+                q(errs.clone(), 0.9),
+                errs.iter().filter(|e| **e > 0.5).count(),
+                r.iter().filter(|o| o.covered()).count(),
+                q(r.iter().map(|o| o.est.quality.elapsed_s).collect(), 0.5),
+                q(r.iter().map(|o| o.est.quality.probe_bytes as f64 / 1e3).collect(), 0.5),
+            );
+            if !detail {
+                continue;
+            }
+            for o in &r {
+                eprintln!(
+                    "  truth {:.1} est {:.1} [{:.1},{:.1}] {} search {:.1} rough {:.1} fleets {:?}",
+                    o.truth / 1e6,
+                    o.est.value_bps / 1e6,
+                    o.est.low_bps / 1e6,
+                    o.est.high_bps / 1e6,
+                    o.est.quality.method,
+                    o.search_bps / 1e6,
+                    o.rough / 1e6,
+                    o.votes
+                        .iter()
+                        .map(|v| (
+                            (v.rate / 1e5).round() / 10.0,
+                            v.increasing,
+                            v.not_increasing,
+                            (v.delta / 1e5).round() / 10.0
+                        ))
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+
+    /// Every SLoPS stream of a cell's runs against the truth (calib8): per band of (R − A)/C,
+    /// the share that read "rose" and the rise of their delays (last group median − first) in
+    /// MTU service times: `CELL=100,poisson,25 SEEDS=40 HOST=testbed,adaptive,jitter=50us
+    /// cargo test --release -p mgrp-estimate --lib calib::study::rises -- --ignored
+    /// --nocapture`.
+    #[test]
+    #[ignore]
+    fn rises() {
+        let cell = std::env::var("CELL").unwrap_or("100,poisson,25".into());
+        let f: Vec<&str> = cell.split(',').collect();
+        let c: f64 = f[0].parse::<f64>().unwrap() * 1e6;
+        let load: u32 = f[2].parse().unwrap();
+        let seeds: u64 = std::env::var("SEEDS").map_or(40, |s| s.parse().unwrap());
+        let mtu_ns = 1514.0 * 8.0 / c * 1e9;
+        // (R − A)/C, rose (trend), rise in MTU times, stream length in ms
+        let mut all: Vec<(f64, bool, f64, f64)> = Vec::new();
+        for seed in 1..=seeds {
+            let cross = pattern(f[1], load, c, seed);
+            let mut path = crate::fluid::FluidPath::new(c, 100.0 * 1514.0, 10_000_000, cross)
+                .unwrap()
+                .with_host(host_from_env(seed));
+            path.idle_until(500_000_000 + seed * 7_654_321 % 1_000_000_000);
+            let a_true = c * (1.0 - load as f64 / 100.0);
+            let mut a = Auto::new(AutoParams::default());
+            crate::fluid::drive_with(&mut a, &mut path, 60_000_000_000, |t, r| {
+                if t.probes.len() != 50 {
+                    return;
+                }
+                let owd = crate::queue::comparable_owds(r, c);
+                if owd.len() < 8 {
+                    return;
+                }
+                let g = crate::trend::group_medians(&owd, 7);
+                let rise = (g[g.len() - 1] - g[0]) / mtu_ns;
+                let tr = crate::trend::stream_trend(&owd, r.stats.sent, &Default::default());
+                let len_ms = t.offsets().last().copied().unwrap_or(0) as f64 / 1e6;
+                all.push((
+                    (crate::slops::stream_rate(t) - a_true) / c,
+                    tr == crate::trend::Trend::Increasing,
+                    rise,
+                    len_ms,
+                ));
+            });
+        }
+        let edges = [
+            -1.0, -0.2, -0.1, -0.05, -0.02, 0.0, 0.02, 0.05, 0.1, 0.2, 1.0,
+        ];
+        for w in edges.windows(2) {
+            let b: Vec<&(f64, bool, f64, f64)> =
+                all.iter().filter(|x| x.0 >= w[0] && x.0 < w[1]).collect();
+            if b.is_empty() {
+                continue;
+            }
+            let rose: Vec<f64> = b.iter().filter(|x| x.1).map(|x| x.2).collect();
+            eprintln!(
+                "(R-A)/C {:+.2}..{:+.2}: n {:>4} rose {:.2} | rise of risen, MTU: p10 {:.1} med {:.1} p90 {:.1} | all rises med {:.1} | len ms {:.1}",
+                w[0],
+                w[1],
+                b.len(),
+                rose.len() as f64 / b.len() as f64,
+                q(rose.clone(), 0.1),
+                q(rose.clone(), 0.5),
+                q(rose, 0.9),
+                q(b.iter().map(|x| x.2).collect(), 0.5),
+                q(b.iter().map(|x| x.3).collect(), 0.5),
+            );
+        }
+    }
+
+    /// The output-rate reading (calib8 idea): a stream that kept the bottleneck busy from its
+    /// second probe to its last gives A = C + R − C·Δout/Δin exactly (FIFO). Per band of
+    /// (R − A)/C: the share of streams that look busy (every probe after the first queued
+    /// `MARGIN_US` above the run's floor) and their reading's error; per run, the median over
+    /// its busy streams against the truth. `CELL=100,poisson,25 SEEDS=40
+    /// HOST=testbed,adaptive,jitter=50us cargo test --release -p mgrp-estimate --lib
+    /// calib::study::busy -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn busy() {
+        let cell = std::env::var("CELL").unwrap_or("100,poisson,25".into());
+        let f: Vec<&str> = cell.split(',').collect();
+        let c: f64 = f[0].parse::<f64>().unwrap() * 1e6;
+        let load: u32 = f[2].parse().unwrap();
+        let seeds: u64 = std::env::var("SEEDS").map_or(40, |s| s.parse().unwrap());
+        let margin: f64 = std::env::var("MARGIN_US").map_or(100.0, |s| s.parse().unwrap()) * 1e3;
+        let a_true = c * (1.0 - load as f64 / 100.0);
+        let mut all: Vec<(f64, bool, f64)> = Vec::new();
+        let mut run_errs = Vec::new();
+        for seed in 1..=seeds {
+            let cross = pattern(f[1], load, c, seed);
+            let mut path = crate::fluid::FluidPath::new(c, 100.0 * 1514.0, 10_000_000, cross)
+                .unwrap()
+                .with_host(host_from_env(seed));
+            path.idle_until(500_000_000 + seed * 7_654_321 % 1_000_000_000);
+            let mut a = Auto::new(AutoParams::default());
+            let mut streams: Vec<(f64, Vec<f64>, f64)> = Vec::new();
+            let mut floor = f64::INFINITY;
+            crate::fluid::drive_with(&mut a, &mut path, 60_000_000_000, |t, r| {
+                let owd = crate::queue::comparable_owds(r, c);
+                floor = owd.iter().copied().fold(floor, f64::min);
+                if t.probes.len() != 50 || r.probes.iter().any(|p| p.rx_ns.is_none()) {
+                    return;
+                }
+                let (p0, pn) = (&r.probes[0], &r.probes[r.probes.len() - 1]);
+                let din = (pn.tx_real_ns.0 - p0.tx_real_ns.0) as f64;
+                let dout = (pn.rx_ns.unwrap().0 - p0.rx_ns.unwrap().0) as f64;
+                let rate = crate::slops::stream_rate(t);
+                streams.push((rate, owd, c + rate - c * dout / din));
+            });
+            let truth = path.avail_bps(0, path.now_ns());
+            let mut busy_vals = Vec::new();
+            for (rate, owd, ab) in streams {
+                let busy = owd[1..].iter().all(|d| d - floor > margin);
+                all.push(((rate - a_true) / c, busy, (ab - a_true) / c));
+                if busy {
+                    busy_vals.push(ab);
+                }
+            }
+            if !busy_vals.is_empty() {
+                run_errs.push((q(busy_vals.clone(), 0.5) - truth) / c);
+            }
+            let _ = truth;
+        }
+        let edges = [-1.0, -0.1, -0.05, -0.02, 0.0, 0.02, 0.05, 0.1, 0.2, 1.0];
+        for w in edges.windows(2) {
+            let b: Vec<&(f64, bool, f64)> =
+                all.iter().filter(|x| x.0 >= w[0] && x.0 < w[1]).collect();
+            if b.is_empty() {
+                continue;
+            }
+            let busy: Vec<f64> = b.iter().filter(|x| x.1).map(|x| x.2).collect();
+            eprintln!(
+                "(R-A)/C {:+.2}..{:+.2}: n {:>4} busy {:.2} | (A_out - A)/C p10 {:+.3} med {:+.3} p90 {:+.3}",
+                w[0],
+                w[1],
+                b.len(),
+                busy.len() as f64 / b.len() as f64,
+                q(busy.clone(), 0.1),
+                q(busy.clone(), 0.5),
+                q(busy, 0.9),
+            );
+        }
+        eprintln!(
+            "runs {}: median of busy readings − truth, /C: p10 {:+.3} med {:+.3} p90 {:+.3}",
+            run_errs.len(),
+            q(run_errs.clone(), 0.1),
+            q(run_errs.clone(), 0.5),
+            q(run_errs, 0.9)
+        );
     }
 
     #[test]

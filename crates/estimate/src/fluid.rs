@@ -40,6 +40,9 @@ pub struct FluidPath {
     /// With a packet limit: when each queued packet starts its service (waiting ones only).
     waiting: std::collections::VecDeque<u64>,
     jitter: u64,
+    /// The generator's stalls ([`Host::cross_stall_ns`]): the draws, and the next one's start.
+    stall_rng: u64,
+    next_stall_ns: u64,
     /// Departure times of the cross frames the queue took, the last [`DELIVERED_KEEP_NS`]
     /// ([`FluidPath::avail_delivered_bps`]).
     delivered: std::collections::VecDeque<u64>,
@@ -79,6 +82,11 @@ pub struct Host {
     pub prop_ns: Option<u64>,
     /// Seed of the jitter draws.
     pub seed: u64,
+    /// The cross generator stalls (a userspace sender preempted on a busy host): stalls of
+    /// this long (ns) start at random, `cross_stall_every_ns` apart on average (exponential
+    /// gaps); departures due during a stall leave at its end, back to back. 0: on schedule.
+    pub cross_stall_ns: u64,
+    pub cross_stall_every_ns: u64,
 }
 
 /// The agent's wait for the stragglers of a train that lost a probe.
@@ -104,6 +112,8 @@ impl Host {
             linger: Linger::Fixed,
             prop_ns: Some(50_000),
             seed: 1,
+            cross_stall_ns: 0,
+            cross_stall_every_ns: 0,
         }
     }
 }
@@ -160,13 +170,15 @@ impl FluidPath {
             host: Host::default(),
             waiting: std::collections::VecDeque::new(),
             jitter: 0,
+            stall_rng: 0,
+            next_stall_ns: 0,
             delivered: std::collections::VecDeque::new(),
             base: RecentBase::default(),
             straggler_rx: None,
             lossy_reports: 0,
             stragglers_cut: 0,
         };
-        path.next_cross = path.cross.as_mut().and_then(|s| s.next());
+        path.next_cross = path.pull_cross();
         Ok(path)
     }
 
@@ -175,6 +187,11 @@ impl FluidPath {
         self.jitter = host.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         self.prop_ns = host.prop_ns.unwrap_or(self.prop_ns);
         self.host = host;
+        if host.cross_stall_ns > 0 {
+            self.stall_rng = host.seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1;
+            self.next_stall_ns = self.stall_gap();
+            self.next_cross = self.next_cross.map(|c| self.stalled(c));
+        }
         self
     }
 
@@ -224,6 +241,40 @@ impl FluidPath {
         Some(t + self.work_ns.round() as u64)
     }
 
+    /// The next cross departure, as the host's generator sends it.
+    fn pull_cross(&mut self) -> Option<u64> {
+        let c = self.cross.as_mut().and_then(|s| s.next())?;
+        Some(self.stalled(c))
+    }
+
+    /// A departure due at `c` put off to the end of the stall it falls in, if any.
+    fn stalled(&mut self, c: u64) -> u64 {
+        let d = self.host.cross_stall_ns;
+        if d == 0 {
+            return c;
+        }
+        loop {
+            if c < self.next_stall_ns {
+                return c;
+            }
+            let end = self.next_stall_ns + d;
+            if c < end {
+                return end;
+            }
+            self.next_stall_ns = end + self.stall_gap();
+        }
+    }
+
+    /// An exponential draw of mean `cross_stall_every_ns` (xorshift64*).
+    fn stall_gap(&mut self) -> u64 {
+        self.stall_rng ^= self.stall_rng >> 12;
+        self.stall_rng ^= self.stall_rng << 25;
+        self.stall_rng ^= self.stall_rng >> 27;
+        let u =
+            (self.stall_rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
+        (-(1.0 - u).ln() * self.host.cross_stall_every_ns as f64) as u64
+    }
+
     fn cross_until(&mut self, t: u64) {
         while let Some(c) = self.next_cross.filter(|c| *c <= t) {
             let frame = self.cross_frame_bytes;
@@ -242,7 +293,7 @@ impl FluidPath {
                 ok
             });
             if rides {
-                self.next_cross = self.cross.as_mut().and_then(|s| s.next());
+                self.next_cross = self.pull_cross();
                 continue;
             }
             match self.enqueue(c, frame) {
@@ -258,7 +309,7 @@ impl FluidPath {
                 }
                 None => self.dropped_cross += 1,
             }
-            self.next_cross = self.cross.as_mut().and_then(|s| s.next());
+            self.next_cross = self.pull_cross();
         }
     }
 

@@ -81,6 +81,10 @@ pub struct SlopsParams {
     /// trend ([`crate::queue`]): a full drop-tail queue holds its delay flat. `None`: the
     /// trend tests alone (pathload).
     pub queue: Option<QueueParams>,
+    /// With `calibrated`: the trend test's error rate the stream shares are stretched away
+    /// from before the value and range are read ([`crate::calib::mean_over_streams_trimmed`]);
+    /// 0: the shares as counted.
+    pub share_trim: f64,
 }
 
 impl SlopsParams {
@@ -110,6 +114,7 @@ impl SlopsParams {
             spread_ns: None,
             calibrated: false,
             queue: None,
+            share_trim: 0.0,
         }
     }
 }
@@ -548,7 +553,11 @@ impl Slops {
         }
         let w = self.p.resolution_bps;
         let (dlo, dhi) = crate::calib::delta_bounds(&self.votes, self.p.max_rate);
-        let (mlo, _, mhi) = crate::calib::mean_over_streams(&self.votes, self.p.max_rate);
+        let (mlo, _, mhi) = crate::calib::mean_over_streams_trimmed(
+            &self.votes,
+            self.p.max_rate,
+            self.p.share_trim,
+        );
         (
             bracket.0.min(dlo).min(mlo - w).max(self.p.min_rate),
             bracket.1.max(dhi).max(mhi + w).min(self.p.max_rate),
@@ -565,7 +574,11 @@ impl Slops {
         if !(self.p.calibrated && self.done) || self.votes.is_empty() || self.contradictions > 0 {
             return middle;
         }
-        let (lo, mean, hi) = crate::calib::mean_over_streams(&self.votes, self.p.max_rate);
+        let (lo, mean, hi) = crate::calib::mean_over_streams_trimmed(
+            &self.votes,
+            self.p.max_rate,
+            self.p.share_trim,
+        );
         if lo.is_finite() && hi.is_finite() {
             mean
         } else {
