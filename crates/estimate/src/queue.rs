@@ -101,6 +101,9 @@ pub struct QueueJudge {
     pub saturated: u32,
     /// The last stream's lowest group median above the floor (ns; 0 without evidence).
     pub last_level_ns: f64,
+    /// The last stream watched a queue drain: while it was sent the link took in less than
+    /// C, so its rate was below A at that moment (onoff8).
+    pub last_drained: bool,
 }
 
 impl QueueJudge {
@@ -112,6 +115,7 @@ impl QueueJudge {
             overflows: 0,
             saturated: 0,
             last_level_ns: 0.0,
+            last_drained: false,
         }
     }
 
@@ -128,6 +132,10 @@ impl QueueJudge {
         }
         let v = self.verdict(&owd, sent);
         self.last_level_ns = self.level(&owd);
+        self.last_drained = owd.len() >= 4 && {
+            let g = ((owd.len() as f64).sqrt().floor() as usize).max(2);
+            self.draining(&group_medians(&owd, g), &owd)
+        };
         if self.saturated_at_start(&owd, sent) {
             self.saturated += 1;
         }
@@ -276,8 +284,13 @@ mod tests {
         // A queue of 40 ms draining to nothing over the stream: the link idles at its end.
         let draining = stream(|i| Some(40_000_000u64.saturating_sub(i as u64 * 1_000_000)));
         assert_eq!(j.judge(&draining, 49), Queue::Clear);
+        assert!(
+            j.last_drained,
+            "the link took in less than C: the stream was below A"
+        );
         // 2 ms above the floor: less than 8 MTU service times (4.8 ms).
         assert_eq!(j.judge(&stream(|_| Some(2_000_000)), 49), Queue::Clear);
+        assert!(!j.last_drained);
         // 6 ms above, but with 3 ms of jitter between probes: noise explains it.
         let noisy = stream(|i| Some(6_000_000 + (i % 2) as u64 * 3_000_000));
         assert_eq!(j.judge(&noisy, 49), Queue::Clear);

@@ -85,6 +85,12 @@ pub struct SlopsParams {
     /// from before the value and range are read ([`crate::calib::mean_over_streams_trimmed`]);
     /// 0: the shares as counted.
     pub share_trim: f64,
+    /// Count a stream whose trend test gave no verdict as "not increasing" when the queue
+    /// judge saw it drain (onoff8): the link took in less than C while it was sent, so its
+    /// rate was below A then. Under on/off cross traffic the streams sent after an on phase
+    /// watch its backlog drain and read "unknown", while those sent in it rise: without this
+    /// the search heard only the on phases and read A low. Needs `queue`.
+    pub drained_below: bool,
 }
 
 impl SlopsParams {
@@ -115,6 +121,7 @@ impl SlopsParams {
             calibrated: false,
             queue: None,
             share_trim: 0.0,
+            drained_below: false,
         }
     }
 }
@@ -149,6 +156,9 @@ pub struct Evidence {
     pub queued: u32,
     /// Streams that met a link saturated by other traffic ([`crate::queue::QueueJudge`]).
     pub saturated: u32,
+    /// Streams without a trend verdict counted as "not increasing" because they watched a
+    /// queue drain ([`SlopsParams::drained_below`]).
+    pub drained: u32,
 }
 
 /// One decided fleet's streams: its rate, how many rose and how many did not.
@@ -174,6 +184,7 @@ pub struct Slops {
     /// The standing-queue judge and the streams it turned to "increasing".
     queue: Option<QueueJudge>,
     queued: u32,
+    drained: u32,
     /// The rates of the streams that met a saturated link (at most [`MAX_SATURATED_RATES`]).
     saturated_rates: Vec<f64>,
     /// The verification fleet in progress: the bound it re-tests and its rate.
@@ -246,6 +257,7 @@ impl Slops {
             p,
             queue: p.queue.map(QueueJudge::new),
             queued: 0,
+            drained: 0,
             saturated_rates: Vec::new(),
             check: None,
             confirmed: (None, None),
@@ -295,6 +307,7 @@ impl Slops {
             confirmed: self.confirmed.0.is_some() as u32 + self.confirmed.1.is_some() as u32,
             converged: self.converged(),
             queued: self.queued,
+            drained: self.drained,
             saturated: self.queue.as_ref().map_or(0, |j| j.saturated),
         }
     }
@@ -668,6 +681,13 @@ impl Estimator for Slops {
         if queued && trend != Trend::Increasing {
             trend = Trend::Increasing;
             self.queued += 1;
+        }
+        if self.p.drained_below
+            && trend == Trend::Unknown
+            && self.queue.as_ref().is_some_and(|j| j.last_drained)
+        {
+            trend = Trend::NotIncreasing;
+            self.drained += 1;
         }
         // A stream that did not leave at its rate (the sender was preempted) is still evidence
         // where its actual rate makes the verdict stronger: rising delays at a lower rate than

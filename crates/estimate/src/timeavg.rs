@@ -478,6 +478,24 @@ pub fn contradicting_streams(votes: &[crate::slops::Vote], max_rate: f64) -> (u3
     (best, total)
 }
 
+/// Fleets split evenly (at least 2 streams rose and 2 did not) and how far apart their rates
+/// are (highest / lowest; 0 without such a fleet). A fleet split evenly at R says A crossed R
+/// while it was sent, P(A < R) ≈ ½; such fleets far apart (`Auto::alternates`: 3 a factor 2,
+/// or 2 a factor 3) say A spends half its time below the lowest rate and half above the
+/// highest, and little between: A alternates (onoff8). A steady A splits fleets only near
+/// itself, within the trend test's slack.
+pub fn split_fleets(votes: &[crate::slops::Vote]) -> (u32, f64) {
+    let rates: Vec<f64> = votes
+        .iter()
+        .filter(|v| v.increasing >= 2 && v.not_increasing >= 2 && v.rate > 0.0)
+        .map(|v| v.rate)
+        .collect();
+    let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = rates.iter().copied().fold(0.0, f64::max);
+    let ratio = if rates.is_empty() { 0.0 } else { hi / lo };
+    (rates.len() as u32, ratio)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -588,5 +606,22 @@ mod tests {
         // A fleet rising at 20 after one flat at 60: a whole fleet is wrong whatever A is.
         let alt = [v(50.0, 0, 4), v(75.0, 4, 0), v(60.0, 0, 4), v(20.0, 4, 0)];
         assert_eq!(contradicting_streams(&alt, 100.0).0, 4);
+    }
+
+    #[test]
+    fn split_fleets_and_how_far_apart() {
+        let v = |rate: f64, inc, not| Vote {
+            rate,
+            increasing: inc,
+            not_increasing: not,
+            delta: 3.0,
+        };
+        // Near a steady A fleets split, close to each other (and 3:1 is not an even split).
+        let steady = [v(50.0, 0, 4), v(62.5, 2, 2), v(56.0, 2, 2), v(59.0, 3, 1)];
+        assert_eq!(split_fleets(&steady), (2, 62.5 / 56.0));
+        // On/off at 50% load (A 0 or C): fleets split at every rate the search tried.
+        let alt = [v(50.0, 2, 2), v(25.0, 2, 2), v(12.5, 3, 0), v(6.0, 2, 2)];
+        assert_eq!(split_fleets(&alt), (3, 50.0 / 6.0));
+        assert_eq!(split_fleets(&[v(50.0, 0, 4)]), (0, 0.0));
     }
 }
