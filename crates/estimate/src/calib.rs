@@ -154,6 +154,17 @@ pub(crate) mod study {
     use crate::Estimate;
     use mgrp_traffic::CrossPattern;
 
+    /// A study's cell and seed count from `CELL` (capacity in Mbit/s, kind, load %) and
+    /// `SEEDS`: (the cell as given, C in bit/s, load, seeds).
+    pub fn env_cell(default: &str, default_seeds: u64) -> (String, f64, u32, u64) {
+        let cell = std::env::var("CELL").unwrap_or(default.into());
+        let f: Vec<&str> = cell.split(',').collect();
+        let c: f64 = f[0].parse::<f64>().expect("CELL=Mbit,kind,load") * 1e6;
+        let load: u32 = f[2].parse().expect("CELL=Mbit,kind,load");
+        let seeds = std::env::var("SEEDS").map_or(default_seeds, |s| s.parse().expect("SEEDS=n"));
+        (cell, c, load, seeds)
+    }
+
     /// The cells of `mgrp bench accuracy`, as the fluid model can run them (MTU-sized cross
     /// packets, the bench's default).
     /// Judge against the truth at the stated time scale (`CALIB_TRUTH=run`: over the whole run).
@@ -782,11 +793,8 @@ pub(crate) mod study {
     #[test]
     #[ignore]
     fn linger_seeds() {
-        let cell = std::env::var("CELL").unwrap_or("100,onoff500,50".into());
+        let (cell, c, load, seeds) = env_cell("100,onoff500,50", 40);
         let f: Vec<&str> = cell.split(',').collect();
-        let c: f64 = f[0].parse::<f64>().unwrap() * 1e6;
-        let load: u32 = f[2].parse().unwrap();
-        let seeds: u64 = std::env::var("SEEDS").map_or(40, |s| s.parse().unwrap());
         let hosts = std::env::var("HOSTS")
             .unwrap_or("testbed,jitter=50us;testbed,jitter=50us,adaptive".into());
         let hosts: Vec<&str> = hosts.split(';').collect();
@@ -989,11 +997,8 @@ pub(crate) mod study {
     #[test]
     #[ignore]
     fn timeavg_detail() {
-        let cell = std::env::var("CELL").unwrap_or("20,poisson,75".into());
+        let (cell, c, load, seeds) = env_cell("20,poisson,75", 10);
         let f: Vec<&str> = cell.split(',').collect();
-        let c: f64 = f[0].parse::<f64>().unwrap() * 1e6;
-        let load: u32 = f[2].parse().unwrap();
-        let seeds: u64 = std::env::var("SEEDS").map_or(10, |s| s.parse().unwrap());
         for seed in 1..=seeds {
             let Some(o) = one(c, f[1], load, seed, AutoParams::default()) else {
                 continue;
@@ -1262,11 +1267,8 @@ pub(crate) mod study {
     #[test]
     #[ignore]
     fn rises() {
-        let cell = std::env::var("CELL").unwrap_or("100,poisson,25".into());
+        let (cell, c, load, seeds) = env_cell("100,poisson,25", 40);
         let f: Vec<&str> = cell.split(',').collect();
-        let c: f64 = f[0].parse::<f64>().unwrap() * 1e6;
-        let load: u32 = f[2].parse().unwrap();
-        let seeds: u64 = std::env::var("SEEDS").map_or(40, |s| s.parse().unwrap());
         let mtu_ns = 1514.0 * 8.0 / c * 1e9;
         // (R − A)/C, rose (trend), rise in MTU times, stream length in ms
         let mut all: Vec<(f64, bool, f64, f64)> = Vec::new();
@@ -1333,11 +1335,8 @@ pub(crate) mod study {
     #[test]
     #[ignore]
     fn busy() {
-        let cell = std::env::var("CELL").unwrap_or("100,poisson,25".into());
+        let (cell, c, load, seeds) = env_cell("100,poisson,25", 40);
         let f: Vec<&str> = cell.split(',').collect();
-        let c: f64 = f[0].parse::<f64>().unwrap() * 1e6;
-        let load: u32 = f[2].parse().unwrap();
-        let seeds: u64 = std::env::var("SEEDS").map_or(40, |s| s.parse().unwrap());
         let margin: f64 = std::env::var("MARGIN_US").map_or(100.0, |s| s.parse().unwrap()) * 1e3;
         let a_true = c * (1.0 - load as f64 / 100.0);
         let mut all: Vec<(f64, bool, f64)> = Vec::new();

@@ -1559,6 +1559,12 @@ mod tests {
         })
         .unwrap();
         let out = drive_rounds(&mut t, &mut p, horizon_s * S);
+        run_of(out, t.stats(), &p)
+    }
+
+    /// A run's held estimates against the truth of the second before each, from a driver's
+    /// output (its first final estimate is the acquisition).
+    fn run_of(out: Vec<(u64, Estimate)>, stats: TrackStats, p: &FluidPath) -> Run {
         let finals: Vec<(u64, Estimate)> = out.into_iter().filter(|(_, e)| e.final_).collect();
         let (t_acq, acq) = finals[0].clone();
         assert_eq!(acq.quality.method, "track:acquire");
@@ -1567,12 +1573,11 @@ mod tests {
             .skip(1)
             .map(|(at, e)| (*at, e.clone(), p.avail_bps(at.saturating_sub(S), *at)))
             .collect();
-        let stats = t.stats();
         Run {
             held,
             stats,
             acquire_bytes: acq.quality.probe_bytes,
-            track_bytes: stats.probe_bytes - acq.quality.probe_bytes,
+            track_bytes: stats.probe_bytes.saturating_sub(acq.quality.probe_bytes),
             track_ns: p.now_ns() - t_acq,
         }
     }
@@ -1736,21 +1741,7 @@ mod tests {
         };
         drive(&mut cut, &mut p, horizon_s * S);
         let out = std::mem::take(&mut cut.inner.out);
-        let finals: Vec<(u64, Estimate)> = out.into_iter().filter(|(_, e)| e.final_).collect();
-        let (t_acq, acq) = finals[0].clone();
-        let held = finals
-            .iter()
-            .skip(1)
-            .map(|(at, e)| (*at, e.clone(), p.avail_bps(at.saturating_sub(S), *at)))
-            .collect();
-        let stats = t.stats();
-        Run {
-            held,
-            stats,
-            acquire_bytes: acq.quality.probe_bytes,
-            track_bytes: stats.probe_bytes.saturating_sub(acq.quality.probe_bytes),
-            track_ns: p.now_ns() - t_acq,
-        }
+        run_of(out, t.stats(), &p)
     }
 
     /// Streams cut short (elastic riders) judged by the probes that left, sent for the length
