@@ -94,64 +94,66 @@ fn estimate_errors_are_clear() {
 #[test]
 fn auto_matches_ground_truth_under_cbr() {
     let _turn = judged();
-    for mbit in [20, 100] {
-        let tb = testbed(mbit);
-        let c = mbit as f64 * 1e6;
-        let _agent = AgentProc::start(&tb, Role::Rcv, None, None);
-        let sampler = TruthSampler::start(&tb, Duration::from_millis(50)).unwrap();
-        let cross = CrossPattern::parse(&format!("cbr:{}mbit", mbit / 2)).unwrap();
-        let gen = CrossTraffic::start(&tb, &cross, BASE_PORT, &GenOptions::default()).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        let t0 = mgrp_testbed::clock::now_ns();
-        let peer = Role::Rcv.addr().to_string();
-        let o = estimate(
-            &tb,
-            &[
-                &peer,
-                "--continuous",
-                "--method",
-                "auto",
-                "--duration",
-                "4s",
-                "--json",
-            ],
-            Some(KEY),
-        );
-        let t1 = mgrp_testbed::clock::now_ns();
-        gen.stop().unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        let truth = sampler.stop().unwrap().window(t0, t1).unwrap().avail_bps;
-        let m = tb.capacity().bps();
-        let mut values: Vec<f64> = String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                assert_eq!(v["estimate"]["final_"], true, "{l}");
-                v["estimate"]["value_bps"].as_f64().unwrap()
-            })
-            .collect();
-        assert!(values.len() >= 3, "{mbit} Mbit/s: {values:?}");
-        values.sort_by(f64::total_cmp);
-        let median = values[values.len() / 2];
-        eprintln!(
-            "{mbit} Mbit/s: median of {} estimates {median:.0}, truth {truth:.0}",
-            values.len()
-        );
-        // At 100 Mbit/s `auto` reads low under MTU-sized CBR on this VM: medians 7%, 15% and
-        // 16% below the measured truth in five runs (every estimate of a run below it). That is
-        // issue 20's to fix (estimates an application can act on); here it is held to 20%, the
-        // worst seen plus margin, and 20 Mbit/s (within 1% in every run) to 10%.
-        let bound = if mbit <= 20 { 0.10 } else { 0.20 };
-        assert!(
-            (median - truth).abs() <= bound * truth,
-            "{mbit} Mbit/s: median {median} vs truth {truth}, all {values:?}"
-        );
-        // The truth is C_measured − X (2%: the generator's error at the counters is < 0.5%).
-        assert!(
-            (truth / (m - c / 2.0) - 1.0).abs() < 0.02,
-            "truth {truth}, measured capacity {m}"
-        );
-    }
+    mgrp_testbed::stolen::unless_stolen("auto_matches_ground_truth_under_cbr", |_| {
+        for mbit in [20, 100] {
+            let tb = testbed(mbit);
+            let c = mbit as f64 * 1e6;
+            let _agent = AgentProc::start(&tb, Role::Rcv, None, None);
+            let sampler = TruthSampler::start(&tb, Duration::from_millis(50)).unwrap();
+            let cross = CrossPattern::parse(&format!("cbr:{}mbit", mbit / 2)).unwrap();
+            let gen = CrossTraffic::start(&tb, &cross, BASE_PORT, &GenOptions::default()).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            let t0 = mgrp_testbed::clock::now_ns();
+            let peer = Role::Rcv.addr().to_string();
+            let o = estimate(
+                &tb,
+                &[
+                    &peer,
+                    "--continuous",
+                    "--method",
+                    "auto",
+                    "--duration",
+                    "4s",
+                    "--json",
+                ],
+                Some(KEY),
+            );
+            let t1 = mgrp_testbed::clock::now_ns();
+            gen.stop().unwrap();
+            assert!(o.status.success(), "{}", stderr(&o));
+            let truth = sampler.stop().unwrap().window(t0, t1).unwrap().avail_bps;
+            let m = tb.capacity().bps();
+            let mut values: Vec<f64> = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(|l| {
+                    let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                    assert_eq!(v["estimate"]["final_"], true, "{l}");
+                    v["estimate"]["value_bps"].as_f64().unwrap()
+                })
+                .collect();
+            assert!(values.len() >= 3, "{mbit} Mbit/s: {values:?}");
+            values.sort_by(f64::total_cmp);
+            let median = values[values.len() / 2];
+            eprintln!(
+                "{mbit} Mbit/s: median of {} estimates {median:.0}, truth {truth:.0}",
+                values.len()
+            );
+            // At 100 Mbit/s `auto` reads low under MTU-sized CBR on this VM: medians 7%, 15% and
+            // 16% below the measured truth in five runs (every estimate of a run below it). That is
+            // issue 20's to fix (estimates an application can act on); here it is held to 20%, the
+            // worst seen plus margin, and 20 Mbit/s (within 1% in every run) to 10%.
+            let bound = if mbit <= 20 { 0.10 } else { 0.20 };
+            assert!(
+                (median - truth).abs() <= bound * truth,
+                "{mbit} Mbit/s: median {median} vs truth {truth}, all {values:?}"
+            );
+            // The truth is C_measured − X (2%: the generator's error at the counters is < 0.5%).
+            assert!(
+                (truth / (m - c / 2.0) - 1.0).abs() < 0.02,
+                "truth {truth}, measured capacity {m}"
+            );
+        }
+    })
 }
 
 /// `--continuous` without a method tracks: one acquiring search, then estimates from short
@@ -161,59 +163,62 @@ fn auto_matches_ground_truth_under_cbr() {
 #[test]
 fn continuous_tracks_by_default() {
     let _turn = judged();
-    let tb = testbed(20);
-    let _agent = AgentProc::start(&tb, Role::Rcv, None, None);
-    let sampler = TruthSampler::start(&tb, Duration::from_millis(50)).unwrap();
-    let cross = CrossPattern::parse("cbr:10mbit").unwrap();
-    let gen = CrossTraffic::start(&tb, &cross, BASE_PORT, &GenOptions::default()).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let t0 = mgrp_testbed::clock::now_ns();
-    let peer = Role::Rcv.addr().to_string();
-    let o = estimate(
-        &tb,
-        &[&peer, "--continuous", "--duration", "20s", "--json"],
-        Some(KEY),
-    );
-    let t1 = mgrp_testbed::clock::now_ns();
-    gen.stop().unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let truth = sampler.stop().unwrap().window(t0, t1).unwrap().avail_bps;
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let method = |v: &serde_json::Value| {
-        v["estimate"]["quality"]["method"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    assert_eq!(method(&lines[0]), "track:acquire", "{lines:?}");
-    assert!(lines.len() >= 3, "{lines:?}");
-    assert!(lines[1..].iter().all(|v| method(v).starts_with("track:")));
-    // The last, not the median: an acquiring search that read low (7.2 vs 10 Mbit/s in a CI run
-    // under load) is held, contradicted and searched again (9.9 at 2.6 s), and that search's
-    // ~600 kB is then paid back at 2% of C for ~12 s, so a 10 s run could end on the first
-    // value's holds. 20 s leaves room for the rounds after such a search.
-    let last = lines.last().unwrap()["estimate"]["value_bps"]
-        .as_f64()
-        .unwrap();
-    assert!(
-        (last - truth).abs() <= 0.10 * truth,
-        "last {last} vs truth {truth}: {lines:?}"
-    );
-    // Each line's bytes are its round's, paid for at 2% of C before the next round starts:
-    // the rounds between the first line and the last (that one's pay-back runs past the end)
-    // fit in the time between them. C is the tracker's own estimate: 3% allowed for its
-    // difference from the testbed's measured capacity.
-    let bytes: f64 = lines[1..lines.len() - 1]
-        .iter()
-        .map(|v| v["estimate"]["quality"]["probe_bytes"].as_f64().unwrap())
-        .sum();
-    let span = lines.last().unwrap()["t_s"].as_f64().unwrap() - lines[0]["t_s"].as_f64().unwrap();
-    let allowed = 0.02 * 1.03 * tb.capacity().bps() / 8.0 * span;
-    assert!(
-        bytes <= allowed,
-        "{bytes} B in {span} s: more than {allowed} B"
-    );
+    mgrp_testbed::stolen::unless_stolen("continuous_tracks_by_default", |_| {
+        let tb = testbed(20);
+        let _agent = AgentProc::start(&tb, Role::Rcv, None, None);
+        let sampler = TruthSampler::start(&tb, Duration::from_millis(50)).unwrap();
+        let cross = CrossPattern::parse("cbr:10mbit").unwrap();
+        let gen = CrossTraffic::start(&tb, &cross, BASE_PORT, &GenOptions::default()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let t0 = mgrp_testbed::clock::now_ns();
+        let peer = Role::Rcv.addr().to_string();
+        let o = estimate(
+            &tb,
+            &[&peer, "--continuous", "--duration", "20s", "--json"],
+            Some(KEY),
+        );
+        let t1 = mgrp_testbed::clock::now_ns();
+        gen.stop().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let truth = sampler.stop().unwrap().window(t0, t1).unwrap().avail_bps;
+        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let method = |v: &serde_json::Value| {
+            v["estimate"]["quality"]["method"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(method(&lines[0]), "track:acquire", "{lines:?}");
+        assert!(lines.len() >= 3, "{lines:?}");
+        assert!(lines[1..].iter().all(|v| method(v).starts_with("track:")));
+        // The last, not the median: an acquiring search that read low (7.2 vs 10 Mbit/s in a CI run
+        // under load) is held, contradicted and searched again (9.9 at 2.6 s), and that search's
+        // ~600 kB is then paid back at 2% of C for ~12 s, so a 10 s run could end on the first
+        // value's holds. 20 s leaves room for the rounds after such a search.
+        let last = lines.last().unwrap()["estimate"]["value_bps"]
+            .as_f64()
+            .unwrap();
+        assert!(
+            (last - truth).abs() <= 0.10 * truth,
+            "last {last} vs truth {truth}: {lines:?}"
+        );
+        // Each line's bytes are its round's, paid for at 2% of C before the next round starts:
+        // the rounds between the first line and the last (that one's pay-back runs past the end)
+        // fit in the time between them. C is the tracker's own estimate: 3% allowed for its
+        // difference from the testbed's measured capacity.
+        let bytes: f64 = lines[1..lines.len() - 1]
+            .iter()
+            .map(|v| v["estimate"]["quality"]["probe_bytes"].as_f64().unwrap())
+            .sum();
+        let span =
+            lines.last().unwrap()["t_s"].as_f64().unwrap() - lines[0]["t_s"].as_f64().unwrap();
+        let allowed = 0.02 * 1.03 * tb.capacity().bps() / 8.0 * span;
+        assert!(
+            bytes <= allowed,
+            "{bytes} B in {span} s: more than {allowed} B"
+        );
+    })
 }

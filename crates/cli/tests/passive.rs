@@ -43,70 +43,72 @@ fn summary(o: &Output) -> serde_json::Value {
 /// of A on an otherwise idle path (nothing else shares the bottleneck).
 #[test]
 fn live_and_offline_agree_on_a_recorded_capture() {
-    let tb = Testbed::up(
-        TestbedConfig {
-            capacity_bps: 50_000_000,
-            delay: Some(Duration::from_millis(10)),
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .unwrap();
-    let flow = AppFlow::start(
-        &tb,
-        Role::Snd,
-        Role::Rcv,
-        5300,
-        AppPattern::parse("msgs:256kb,every=40ms").unwrap(),
-        Some("bbr".into()),
-        Duration::from_secs(30),
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    let pcap = tmp("live.pcap");
-    let live = Command::new("ip")
-        .args(["netns", "exec", &tb.ns(Role::Snd), MGRP, "passive"])
-        .args(["--iface", "eth0", "--duration", "4s", "--json", "--write"])
-        .arg(&pcap)
-        .output()
+    mgrp_testbed::stolen::unless_stolen("live_and_offline_agree_on_a_recorded_capture", |_| {
+        let tb = Testbed::up(
+            TestbedConfig {
+                capacity_bps: 50_000_000,
+                delay: Some(Duration::from_millis(10)),
+                ..Default::default()
+            },
+            DelayMode::Thread,
+        )
         .unwrap();
-    let sent = flow.stop().unwrap();
-    assert!(live.status.success(), "{}", stderr(&live));
-    assert!(sent.sent_bytes > 1_000_000, "{sent:?}");
-    let s = summary(&live);
-    assert_eq!(s["capture"]["dropped"], 0, "{s}");
-    let live_est = estimates(&live);
-    assert!(live_est.len() >= 2, "estimates: {live_est:?} summary {s}");
-    for e in &live_est {
-        let v = e["value_bps"].as_f64().unwrap();
-        // A lower bound of A = C on an idle path (frame bits, so at most C).
-        assert!(v > 1e6 && v <= 50e6 * 1.02, "{e}");
-    }
-    let off = passive(&[
-        "--pcap",
-        pcap.to_str().unwrap(),
-        "--local",
-        Role::Snd.addr(),
-        "--json",
-    ]);
-    assert!(off.status.success(), "{}", stderr(&off));
-    assert_eq!(estimates(&off), live_est);
-    let so = summary(&off);
-    assert_eq!(
-        so["analysis"], s["analysis"],
-        "the same trains, judged the same way"
-    );
-    // A flow filter that matches nothing: no estimates, not an error.
-    let none = passive(&[
-        "--pcap",
-        pcap.to_str().unwrap(),
-        "--flow",
-        "port 9",
-        "--json",
-    ]);
-    assert!(none.status.success(), "{}", stderr(&none));
-    assert!(estimates(&none).is_empty());
-    std::fs::remove_file(&pcap).unwrap();
+        let flow = AppFlow::start(
+            &tb,
+            Role::Snd,
+            Role::Rcv,
+            5300,
+            AppPattern::parse("msgs:256kb,every=40ms").unwrap(),
+            Some("bbr".into()),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let pcap = tmp("live.pcap");
+        let live = Command::new("ip")
+            .args(["netns", "exec", &tb.ns(Role::Snd), MGRP, "passive"])
+            .args(["--iface", "eth0", "--duration", "4s", "--json", "--write"])
+            .arg(&pcap)
+            .output()
+            .unwrap();
+        let sent = flow.stop().unwrap();
+        assert!(live.status.success(), "{}", stderr(&live));
+        assert!(sent.sent_bytes > 1_000_000, "{sent:?}");
+        let s = summary(&live);
+        assert_eq!(s["capture"]["dropped"], 0, "{s}");
+        let live_est = estimates(&live);
+        assert!(live_est.len() >= 2, "estimates: {live_est:?} summary {s}");
+        for e in &live_est {
+            let v = e["value_bps"].as_f64().unwrap();
+            // A lower bound of A = C on an idle path (frame bits, so at most C).
+            assert!(v > 1e6 && v <= 50e6 * 1.02, "{e}");
+        }
+        let off = passive(&[
+            "--pcap",
+            pcap.to_str().unwrap(),
+            "--local",
+            Role::Snd.addr(),
+            "--json",
+        ]);
+        assert!(off.status.success(), "{}", stderr(&off));
+        assert_eq!(estimates(&off), live_est);
+        let so = summary(&off);
+        assert_eq!(
+            so["analysis"], s["analysis"],
+            "the same trains, judged the same way"
+        );
+        // A flow filter that matches nothing: no estimates, not an error.
+        let none = passive(&[
+            "--pcap",
+            pcap.to_str().unwrap(),
+            "--flow",
+            "port 9",
+            "--json",
+        ]);
+        assert!(none.status.success(), "{}", stderr(&none));
+        assert!(estimates(&none).is_empty());
+        std::fs::remove_file(&pcap).unwrap();
+    })
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 pub mod cpu;
 pub mod irq;
+pub mod steal;
 
 /// Nanoseconds on CLOCK_MONOTONIC.
 pub fn now_ns() -> u64 {

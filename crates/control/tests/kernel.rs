@@ -131,89 +131,91 @@ fn background_rig() -> (mgrp_testbed::Testbed, Controls, IpAddr) {
 /// entry goes stale.
 #[test]
 fn cwnd_follows_the_estimate_in_the_map() {
-    use mgrp_testbed::Role;
-    let Some(_k) = serial() else { return };
-    let (tb, c, rcv) = background_rig();
-    // Attach by route: no socket option in the sender.
-    let snd = tb.ns(Role::Snd);
-    route_to_rcv(&snd, &["congctl", "mgrp_bg"]);
+    mgrp_testbed::stolen::unless_stolen("cwnd_follows_the_estimate_in_the_map", |_| {
+        use mgrp_testbed::Role;
+        let Some(_k) = serial() else { return };
+        let (tb, c, rcv) = background_rig();
+        // Attach by route: no socket option in the sender.
+        let snd = tb.ns(Role::Snd);
+        route_to_rcv(&snd, &["congctl", "mgrp_bg"]);
 
-    // The seed's cap alone: no lift above it (this path is empty, so a lift would take it).
-    let params = PathParams {
-        max_age: Duration::from_millis(1500),
-        probe: false,
-        ..Default::default()
-    };
-
-    let sink = sink(&tb, 7399, Default::default());
-    std::thread::sleep(Duration::from_millis(200));
-    // Phases: A = 4 Mbit/s, A = 12 Mbit/s, then no update (stale after 1.5 s).
-    let sender = bulk(&tb, 7399, None, 9.0, |t, s| {
-        let i = tcp_info(s.as_raw_fd());
-        Some((t, i.tcpi_snd_cwnd, i.tcpi_min_rtt, i.tcpi_snd_mss))
-    });
-    // The agent's part: A = 6 Mbit/s for 3 s, then 16 Mbit/s until 5.5 s, refreshed every
-    // 200 ms; then nothing, so the entry goes stale at 7 s.
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_millis(5500) {
-        let a = if t0.elapsed() < Duration::from_secs(3) {
-            6e6
-        } else {
-            16e6
+        // The seed's cap alone: no lift above it (this path is empty, so a lift would take it).
+        let params = PathParams {
+            max_age: Duration::from_millis(1500),
+            probe: false,
+            ..Default::default()
         };
-        c.set_path(rcv, &params.entry(a, now_ns())).unwrap();
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let stats_before_stale = c.stats().unwrap()[0].clone();
-    let (cc, samples) = sender.join().unwrap();
-    let _ = sink.join();
-    assert_eq!(cc, "mgrp_bg", "the route's congctl was not applied");
 
-    // cwnd against g·RTT·A/M computed from the socket's minimum RTT at each sample (the program
-    // sizes the cap with it: a queue the flow builds must not grow its window); one packet
-    // either way, or 10%, whichever is larger.
-    let check = |from: f64, to: f64, a: f64| {
-        let mut errs = Vec::new();
-        for &(t, cwnd, rtt_us, mss) in samples.iter().filter(|s| s.0 >= from && s.0 < to) {
-            let cap = 0.9 * rtt_us as f64 / 1e6 * a / 8.0 / mss as f64;
-            errs.push((t, cwnd, cap));
+        let sink = sink(&tb, 7399, Default::default());
+        std::thread::sleep(Duration::from_millis(200));
+        // Phases: A = 4 Mbit/s, A = 12 Mbit/s, then no update (stale after 1.5 s).
+        let sender = bulk(&tb, 7399, None, 9.0, |t, s| {
+            let i = tcp_info(s.as_raw_fd());
+            Some((t, i.tcpi_snd_cwnd, i.tcpi_min_rtt, i.tcpi_snd_mss))
+        });
+        // The agent's part: A = 6 Mbit/s for 3 s, then 16 Mbit/s until 5.5 s, refreshed every
+        // 200 ms; then nothing, so the entry goes stale at 7 s.
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(5500) {
+            let a = if t0.elapsed() < Duration::from_secs(3) {
+                6e6
+            } else {
+                16e6
+            };
+            c.set_path(rcv, &params.entry(a, now_ns())).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
         }
-        let bad: Vec<_> = errs
+        let stats_before_stale = c.stats().unwrap()[0].clone();
+        let (cc, samples) = sender.join().unwrap();
+        let _ = sink.join();
+        assert_eq!(cc, "mgrp_bg", "the route's congctl was not applied");
+
+        // cwnd against g·RTT·A/M computed from the socket's minimum RTT at each sample (the program
+        // sizes the cap with it: a queue the flow builds must not grow its window); one packet
+        // either way, or 10%, whichever is larger.
+        let check = |from: f64, to: f64, a: f64| {
+            let mut errs = Vec::new();
+            for &(t, cwnd, rtt_us, mss) in samples.iter().filter(|s| s.0 >= from && s.0 < to) {
+                let cap = 0.9 * rtt_us as f64 / 1e6 * a / 8.0 / mss as f64;
+                errs.push((t, cwnd, cap));
+            }
+            let bad: Vec<_> = errs
+                .iter()
+                .filter(|(_, w, cap)| (*w as f64 - cap).abs() > (0.1 * cap).max(1.0))
+                .collect();
+            assert!(
+                errs.len() >= 5,
+                "too few samples in {from}..{to}: {samples:?}"
+            );
+            // Allow one sample at a phase edge to lag.
+            assert!(
+                bad.len() <= 1,
+                "A = {a}: cwnd off the cap at {bad:?} (all: {errs:?})"
+            );
+            errs.iter().map(|e| e.1).max().unwrap()
+        };
+        let w6 = check(1.0, 2.9, 6e6);
+        let w16 = check(3.6, 5.4, 16e6);
+        assert!(w16 > 2 * w6, "cwnd did not follow A up: {w6} → {w16}");
+        // Stale: Reno takes over and grows past the last cap; the program counts acks without an
+        // estimate.
+        let late_max = samples
             .iter()
-            .filter(|(_, w, cap)| (*w as f64 - cap).abs() > (0.1 * cap).max(1.0))
-            .collect();
+            .filter(|s| s.0 > 7.5)
+            .map(|s| s.1)
+            .max()
+            .unwrap();
         assert!(
-            errs.len() >= 5,
-            "too few samples in {from}..{to}: {samples:?}"
+            late_max > w16 + 5,
+            "no fallback after the entry went stale: {late_max} vs {w16}"
         );
-        // Allow one sample at a phase edge to lag.
+        let after = c.stats().unwrap()[0].clone();
         assert!(
-            bad.len() <= 1,
-            "A = {a}: cwnd off the cap at {bad:?} (all: {errs:?})"
+            after.acks_no_estimate > stats_before_stale.acks_no_estimate,
+            "{after:?}"
         );
-        errs.iter().map(|e| e.1).max().unwrap()
-    };
-    let w6 = check(1.0, 2.9, 6e6);
-    let w16 = check(3.6, 5.4, 16e6);
-    assert!(w16 > 2 * w6, "cwnd did not follow A up: {w6} → {w16}");
-    // Stale: Reno takes over and grows past the last cap; the program counts acks without an
-    // estimate.
-    let late_max = samples
-        .iter()
-        .filter(|s| s.0 > 7.5)
-        .map(|s| s.1)
-        .max()
-        .unwrap();
-    assert!(
-        late_max > w16 + 5,
-        "no fallback after the entry went stale: {late_max} vs {w16}"
-    );
-    let after = c.stats().unwrap()[0].clone();
-    assert!(
-        after.acks_no_estimate > stats_before_stale.acks_no_estimate,
-        "{after:?}"
-    );
-    assert!(after.acks_limited > 0 && after.limited_s > 1.0, "{after:?}");
+        assert!(after.acks_limited > 0 && after.limited_s > 1.0, "{after:?}");
+    })
 }
 
 /// A host route from snd to rcv with the given attributes (`congctl mgrp_bg`, `ssthresh lock
@@ -277,54 +279,56 @@ fn full_speed_rig() -> (mgrp_testbed::Testbed, Controls) {
 /// V = A·RTT/M within a few RTTs. 20 Mbit/s, RTT ≈ 100 ms, A = 16 Mbit/s → V ≈ 138 packets.
 #[test]
 fn full_speed_grows_toward_v_where_reno_crawls() {
-    use mgrp_testbed::{netns, Role};
-    let Some(_k) = serial() else { return };
-    let (tb, c) = full_speed_rig();
-    let snd = tb.ns(Role::Snd);
-    route_to_rcv(&snd, &["ssthresh", "lock", "10"]);
-    // The kernel ignores the route's ssthresh unless told to use saved metrics.
-    netns::run(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            &snd,
-            "sysctl",
-            "-qw",
-            "net.ipv4.tcp_no_ssthresh_metrics_save=0",
-        ],
-    )
-    .unwrap();
-    let rcv: IpAddr = Role::Rcv.addr().parse().unwrap();
-    // The growth rule alone: no jump start (it would start the flow at V).
-    let params = PathParams {
-        max_age: Duration::from_secs(60),
-        jump_start: false,
-        ..Default::default()
-    };
-    c.set_path(rcv, &params.entry(16e6, now_ns())).unwrap();
+    mgrp_testbed::stolen::unless_stolen("full_speed_grows_toward_v_where_reno_crawls", |_| {
+        use mgrp_testbed::{netns, Role};
+        let Some(_k) = serial() else { return };
+        let (tb, c) = full_speed_rig();
+        let snd = tb.ns(Role::Snd);
+        route_to_rcv(&snd, &["ssthresh", "lock", "10"]);
+        // The kernel ignores the route's ssthresh unless told to use saved metrics.
+        netns::run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &snd,
+                "sysctl",
+                "-qw",
+                "net.ipv4.tcp_no_ssthresh_metrics_save=0",
+            ],
+        )
+        .unwrap();
+        let rcv: IpAddr = Role::Rcv.addr().parse().unwrap();
+        // The growth rule alone: no jump start (it would start the flow at V).
+        let params = PathParams {
+            max_age: Duration::from_secs(60),
+            jump_start: false,
+            ..Default::default()
+        };
+        c.set_path(rcv, &params.entry(16e6, now_ns())).unwrap();
 
-    // The route's locked ssthresh reaches a connection through the kernel's per-destination
-    // TCP metrics, which a first connection creates when it closes.
-    bulk_flow(&tb, "reno", 7400, 0.2);
-    let reno = bulk_flow(&tb, "reno", 7401, 3.0);
-    let fs = bulk_flow(&tb, "mgrp_fs", 7402, 3.0);
-    let at = |v: &[(f64, u32)], t: f64| v.iter().rev().find(|s| s.0 <= t).map(|s| s.1).unwrap();
-    // 3 s ≈ 30 RTTs: Reno from 10 reaches ≈ 40; full-speed gets within 20% of V (138) — the
-    // last steps are small by design (h(1 − cwnd/V) shrinks toward +1).
-    let (r, f) = (at(&reno, 2.9), at(&fs, 2.9));
-    eprintln!("cwnd at 2.9 s: reno {r}, mgrp_fs {f} (V = 138)");
-    assert!(r < 60, "reno grew faster than +1/RTT: {reno:?}");
-    assert!(
-        f as f64 > 0.8 * 138.0,
-        "full-speed did not approach V: {fs:?}"
-    );
-    let st = c.stats().unwrap()[1].clone();
-    assert_eq!(st.mode, Mode::FullSpeed);
-    assert!(
-        st.flows_opened >= 1 && st.acks > 0 && st.acks_no_estimate == 0,
-        "{st:?}"
-    );
+        // The route's locked ssthresh reaches a connection through the kernel's per-destination
+        // TCP metrics, which a first connection creates when it closes.
+        bulk_flow(&tb, "reno", 7400, 0.2);
+        let reno = bulk_flow(&tb, "reno", 7401, 3.0);
+        let fs = bulk_flow(&tb, "mgrp_fs", 7402, 3.0);
+        let at = |v: &[(f64, u32)], t: f64| v.iter().rev().find(|s| s.0 <= t).map(|s| s.1).unwrap();
+        // 3 s ≈ 30 RTTs: Reno from 10 reaches ≈ 40; full-speed gets within 20% of V (138) — the
+        // last steps are small by design (h(1 − cwnd/V) shrinks toward +1).
+        let (r, f) = (at(&reno, 2.9), at(&fs, 2.9));
+        eprintln!("cwnd at 2.9 s: reno {r}, mgrp_fs {f} (V = 138)");
+        assert!(r < 60, "reno grew faster than +1/RTT: {reno:?}");
+        assert!(
+            f as f64 > 0.8 * 138.0,
+            "full-speed did not approach V: {fs:?}"
+        );
+        let st = c.stats().unwrap()[1].clone();
+        assert_eq!(st.mode, Mode::FullSpeed);
+        assert!(
+            st.flows_opened >= 1 && st.acks > 0 && st.acks_no_estimate == 0,
+            "{st:?}"
+        );
+    })
 }
 
 /// Jump start: with a fresh estimate a full-speed connection starts at V = A·RTT/M (the seed's
@@ -334,44 +338,48 @@ fn full_speed_grows_toward_v_where_reno_crawls() {
 /// in congestion avoidance at V the window grows by one packet per RTT at most.
 #[test]
 fn full_speed_jump_starts_at_v() {
-    use mgrp_testbed::Role;
-    let Some(_k) = serial() else { return };
-    let (tb, c) = full_speed_rig();
-    let rcv: IpAddr = Role::Rcv.addr().parse().unwrap();
-    let first_cwnd = |jump_start: bool, port: u16| {
-        let params = PathParams {
-            max_age: Duration::from_secs(60),
-            jump_start,
-            ..Default::default()
+    mgrp_testbed::stolen::unless_stolen("full_speed_jump_starts_at_v", |_| {
+        use mgrp_testbed::Role;
+        let Some(_k) = serial() else { return };
+        let (tb, c) = full_speed_rig();
+        let rcv: IpAddr = Role::Rcv.addr().parse().unwrap();
+        let first_cwnd = |jump_start: bool, port: u16| {
+            let params = PathParams {
+                max_age: Duration::from_secs(60),
+                jump_start,
+                ..Default::default()
+            };
+            c.set_path(rcv, &params.entry(16e6, now_ns())).unwrap();
+            let sink = sink(&tb, port, Default::default());
+            std::thread::sleep(Duration::from_millis(200));
+            let sender = bulk(&tb, port, Some("mgrp_fs"), 0.5, |t, s| {
+                let i = tcp_info(s.as_raw_fd());
+                Some((t, i.tcpi_snd_cwnd, i.tcpi_min_rtt, i.tcpi_snd_mss))
+            });
+            let (_, samples) = sender.join().unwrap();
+            let _ = sink.join();
+            samples[0]
         };
-        c.set_path(rcv, &params.entry(16e6, now_ns())).unwrap();
-        let sink = sink(&tb, port, Default::default());
-        std::thread::sleep(Duration::from_millis(200));
-        let sender = bulk(&tb, port, Some("mgrp_fs"), 0.5, |t, s| {
-            let i = tcp_info(s.as_raw_fd());
-            Some((t, i.tcpi_snd_cwnd, i.tcpi_min_rtt, i.tcpi_snd_mss))
-        });
-        let (_, samples) = sender.join().unwrap();
-        let _ = sink.join();
-        samples[0]
-    };
-    let (t, cwnd, rtt_us, mss) = first_cwnd(true, 7410);
-    // V from the seed's formula with the RTT and MSS the socket measured.
-    let v = 16e6 * (rtt_us as f64 / 1e6) / 8.0 / mss as f64;
-    eprintln!("jump start: cwnd {cwnd} at {t:.2} s, V = {v:.1} (min RTT {rtt_us} µs, MSS {mss})");
-    // The program's V used the handshake's RTT, the formula here the socket's minimum so far;
-    // on this testbed the two differ by 1–2 ms of 100 (thread delay line), i.e. 1–2% of V; one
-    // more packet for the integer V and one RTT of +1 growth: 3% + 2 packets.
-    assert!(
-        (cwnd as f64 - v).abs() <= 0.03 * v + 2.0,
-        "cwnd {cwnd}, V {v}"
-    );
-    let (_, cwnd, _, _) = first_cwnd(false, 7411);
-    // One RTT of slow start at most from the initial window of 10.
-    assert!(
-        cwnd <= 20,
-        "without jump start the flow starts at the initial window: {cwnd}"
-    );
+        let (t, cwnd, rtt_us, mss) = first_cwnd(true, 7410);
+        // V from the seed's formula with the RTT and MSS the socket measured.
+        let v = 16e6 * (rtt_us as f64 / 1e6) / 8.0 / mss as f64;
+        eprintln!(
+            "jump start: cwnd {cwnd} at {t:.2} s, V = {v:.1} (min RTT {rtt_us} µs, MSS {mss})"
+        );
+        // The program's V used the handshake's RTT, the formula here the socket's minimum so far;
+        // on this testbed the two differ by 1–2 ms of 100 (thread delay line), i.e. 1–2% of V; one
+        // more packet for the integer V and one RTT of +1 growth: 3% + 2 packets.
+        assert!(
+            (cwnd as f64 - v).abs() <= 0.03 * v + 2.0,
+            "cwnd {cwnd}, V {v}"
+        );
+        let (_, cwnd, _, _) = first_cwnd(false, 7411);
+        // One RTT of slow start at most from the initial window of 10.
+        assert!(
+            cwnd <= 20,
+            "without jump start the flow starts at the initial window: {cwnd}"
+        );
+    })
 }
 
 /// The lift: a background flow capped by a stale, low estimate on an empty path (20 Mbit/s,
@@ -382,59 +390,61 @@ fn full_speed_jump_starts_at_v() {
 #[test]
 fn the_cap_lifts_on_an_empty_path() {
     let Some(_k) = serial() else { return };
-    let (tb, c, rcv) = background_rig();
-    let capacity = tb.capacity().bps();
-    let run = |probe: bool, port: u16| {
-        let params = PathParams {
-            max_age: Duration::from_secs(60),
-            probe,
-            ..Default::default()
+    mgrp_testbed::stolen::unless_stolen("the_cap_lifts_on_an_empty_path", |_| {
+        let (tb, c, rcv) = background_rig();
+        let capacity = tb.capacity().bps();
+        let run = |probe: bool, port: u16| {
+            let params = PathParams {
+                max_age: Duration::from_secs(60),
+                probe,
+                ..Default::default()
+            };
+            c.set_path(rcv, &params.entry(4e6, now_ns())).unwrap();
+            let got = Arc::new(AtomicU64::new(0));
+            let sink = sink(&tb, port, got.clone());
+            std::thread::sleep(Duration::from_millis(200));
+            let g = got.clone();
+            let sender = bulk(&tb, port, Some("mgrp_bg"), 6.0, move |t, s| {
+                let i = tcp_info(s.as_raw_fd());
+                let w = (
+                    i.tcpi_snd_cwnd,
+                    i.tcpi_rtt,
+                    i.tcpi_min_rtt,
+                    i.tcpi_total_retrans,
+                );
+                Some((t, g.load(Ordering::Relaxed), w))
+            });
+            let (_, samples) = sender.join().unwrap();
+            let _ = sink.join();
+            let late: Vec<_> = samples.iter().filter(|s| s.0 > 3.9).map(|s| s.2).collect();
+            eprintln!("probe {probe}: (cwnd, rtt µs, min rtt µs, retransmits) from 4 s: {late:?}");
+            // The receiver's rate over the last 2 s (payload; the capacity counts frames: ×1514/1448).
+            let at = |t: f64| {
+                samples
+                    .iter()
+                    .rev()
+                    .find(|s| s.0 <= t)
+                    .map(|s| s.1)
+                    .unwrap()
+            };
+            (at(5.9) - at(3.9)) as f64 * 8.0 / 2.0 * 1514.0 / 1448.0
         };
-        c.set_path(rcv, &params.entry(4e6, now_ns())).unwrap();
-        let got = Arc::new(AtomicU64::new(0));
-        let sink = sink(&tb, port, got.clone());
-        std::thread::sleep(Duration::from_millis(200));
-        let g = got.clone();
-        let sender = bulk(&tb, port, Some("mgrp_bg"), 6.0, move |t, s| {
-            let i = tcp_info(s.as_raw_fd());
-            let w = (
-                i.tcpi_snd_cwnd,
-                i.tcpi_rtt,
-                i.tcpi_min_rtt,
-                i.tcpi_total_retrans,
-            );
-            Some((t, g.load(Ordering::Relaxed), w))
-        });
-        let (_, samples) = sender.join().unwrap();
-        let _ = sink.join();
-        let late: Vec<_> = samples.iter().filter(|s| s.0 > 3.9).map(|s| s.2).collect();
-        eprintln!("probe {probe}: (cwnd, rtt µs, min rtt µs, retransmits) from 4 s: {late:?}");
-        // The receiver's rate over the last 2 s (payload; the capacity counts frames: ×1514/1448).
-        let at = |t: f64| {
-            samples
-                .iter()
-                .rev()
-                .find(|s| s.0 <= t)
-                .map(|s| s.1)
-                .unwrap()
-        };
-        (at(5.9) - at(3.9)) as f64 * 8.0 / 2.0 * 1514.0 / 1448.0
-    };
-    let lifted = run(true, 7410);
-    let capped = run(false, 7411);
-    eprintln!(
-        "capacity {:.1} Mbit/s; over 4–6 s: lifted {:.1}, capped {:.1} Mbit/s",
-        capacity / 1e6,
-        lifted / 1e6,
-        capped / 1e6
-    );
-    // Capped: 0.9 × 4 Mbit/s = 3.6, with a packet of rounding (±0.3) → under 5. Lifted: the
-    // limit grows ×1.0625 a round, 12 → 69 packets (the BDP) in ~30 rounds (1.2 s), then saws
-    // between the edge and 1/8 under it: from 4 s on, ≥ 85% of the measured capacity (the
-    // sawtooth's low point is 7/8).
-    assert!(capped < 5e6, "probe = false lifted the cap: {capped}");
-    assert!(
-        lifted > 0.85 * capacity,
-        "the cap did not lift on an empty path: {lifted} of {capacity}"
-    );
+        let lifted = run(true, 7410);
+        let capped = run(false, 7411);
+        eprintln!(
+            "capacity {:.1} Mbit/s; over 4–6 s: lifted {:.1}, capped {:.1} Mbit/s",
+            capacity / 1e6,
+            lifted / 1e6,
+            capped / 1e6
+        );
+        // Capped: 0.9 × 4 Mbit/s = 3.6, with a packet of rounding (±0.3) → under 5. Lifted: the
+        // limit grows ×1.0625 a round, 12 → 69 packets (the BDP) in ~30 rounds (1.2 s), then saws
+        // between the edge and 1/8 under it: from 4 s on, ≥ 85% of the measured capacity (the
+        // sawtooth's low point is 7/8).
+        assert!(capped < 5e6, "probe = false lifted the cap: {capped}");
+        assert!(
+            lifted > 0.85 * capacity,
+            "the cap did not lift on an empty path: {lifted} of {capacity}"
+        );
+    })
 }

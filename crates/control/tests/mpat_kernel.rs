@@ -124,26 +124,28 @@ fn run_flows(
 /// small N (Table 2.1: N = 4 against 1 gave 8.0). This is the baseline MPAT is meant to beat.
 #[test]
 fn multcp_takes_about_n_shares() {
-    use mgrp_testbed::{DelayMode, Testbed, TestbedConfig};
-    let Some(_k) = serial() else { return };
-    let tb = Testbed::up(
-        TestbedConfig {
-            capacity_bps: 20_000_000,
-            delay: Some(Duration::from_millis(40)),
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .unwrap();
-    let m = MpatControls::load().unwrap();
-    m.set_multcp_n(3).unwrap();
-    let samples = run_flows(&tb, &[(7601, "mgrp_multcp"), (7602, "reno")], 14.0, |_| {});
-    let g = goodput(&samples, 4.0, 13.0);
-    let ratio = g[0] / g[1];
-    eprintln!("mulTCP N = 3 / Reno: {ratio:.2} (bytes {g:?})");
-    // Three runs here: 8.32, 7.68, 9.87. More than N shares, less than the whole link.
-    assert!((3.0..15.0).contains(&ratio), "mulTCP / Reno = {ratio}");
-    drop(m);
+    mgrp_testbed::stolen::unless_stolen("multcp_takes_about_n_shares", |_| {
+        use mgrp_testbed::{DelayMode, Testbed, TestbedConfig};
+        let Some(_k) = serial() else { return };
+        let tb = Testbed::up(
+            TestbedConfig {
+                capacity_bps: 20_000_000,
+                delay: Some(Duration::from_millis(40)),
+                ..Default::default()
+            },
+            DelayMode::Thread,
+        )
+        .unwrap();
+        let m = MpatControls::load().unwrap();
+        m.set_multcp_n(3).unwrap();
+        let samples = run_flows(&tb, &[(7601, "mgrp_multcp"), (7602, "reno")], 14.0, |_| {});
+        let g = goodput(&samples, 4.0, 13.0);
+        let ratio = g[0] / g[1];
+        eprintln!("mulTCP N = 3 / Reno: {ratio:.2} (bytes {g:?})");
+        // Three runs here: 8.32, 7.68, 9.87. More than N shares, less than the whole link.
+        assert!((3.0..15.0).contains(&ratio), "mulTCP / Reno = {ratio}");
+        drop(m);
+    })
 }
 
 /// Three flows of one aggregate, weights 1:2:3, and one Reno flow through 20 Mbit/s and 40 ms; at
@@ -151,76 +153,81 @@ fn multcp_takes_about_n_shares() {
 /// each phase.
 #[test]
 fn weights_split_the_bottleneck_and_follow_a_live_reweight() {
-    use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
-    let Some(_k) = serial() else { return };
-    let tb = Testbed::up(
-        TestbedConfig {
-            capacity_bps: 20_000_000,
-            delay: Some(Duration::from_millis(40)),
-            ..Default::default()
-        },
-        DelayMode::Thread,
-    )
-    .unwrap();
-    let m = MpatControls::load().unwrap();
-    let agg = m.create_aggregate().unwrap();
-    let rcv: IpAddr = Role::Rcv.addr().parse().unwrap();
-    // Three members, then a plain Reno flow to compare the aggregate with.
-    const PORTS: [u16; 4] = [7501, 7502, 7503, 7504];
-    const CCS: [&str; 4] = ["mgrp_mpat", "mgrp_mpat", "mgrp_mpat", "reno"];
-    let rule = |p: u16| MemberRule {
-        dst: Some(rcv),
-        port: Some(p),
-    };
-    for (p, w) in PORTS.iter().zip([1, 2, 3]) {
-        m.add_member(agg, rule(*p), w).unwrap();
-    }
-    const SECS: f64 = 24.0;
-
-    let mut mid = None;
-    let flows: Vec<(u16, &str)> = PORTS.into_iter().zip(CCS).collect();
-    let samples = run_flows(&tb, &flows, SECS, |t| {
-        if mid.is_none() && t >= 12.0 {
-            mid = Some(m.aggregate_stats(agg).unwrap());
-            for (p, w) in PORTS.iter().zip([3, 2, 1]) {
-                m.set_weight(rule(*p), w).unwrap();
+    mgrp_testbed::stolen::unless_stolen(
+        "weights_split_the_bottleneck_and_follow_a_live_reweight",
+        |_| {
+            use mgrp_testbed::{DelayMode, Role, Testbed, TestbedConfig};
+            let Some(_k) = serial() else { return };
+            let tb = Testbed::up(
+                TestbedConfig {
+                    capacity_bps: 20_000_000,
+                    delay: Some(Duration::from_millis(40)),
+                    ..Default::default()
+                },
+                DelayMode::Thread,
+            )
+            .unwrap();
+            let m = MpatControls::load().unwrap();
+            let agg = m.create_aggregate().unwrap();
+            let rcv: IpAddr = Role::Rcv.addr().parse().unwrap();
+            // Three members, then a plain Reno flow to compare the aggregate with.
+            const PORTS: [u16; 4] = [7501, 7502, 7503, 7504];
+            const CCS: [&str; 4] = ["mgrp_mpat", "mgrp_mpat", "mgrp_mpat", "reno"];
+            let rule = |p: u16| MemberRule {
+                dst: Some(rcv),
+                port: Some(p),
+            };
+            for (p, w) in PORTS.iter().zip([1, 2, 3]) {
+                m.add_member(agg, rule(*p), w).unwrap();
             }
-        }
-    });
-    let mid = mid.unwrap();
-    let (g1, g2) = (goodput(&samples, 4.0, 12.0), goodput(&samples, 15.0, 23.0));
-    let (before, after) = (ratios(&g1), ratios(&g2));
-    // The aggregate against three fair shares (the Reno flow's goodput × 3).
-    let fair = |g: &[f64]| g[..3].iter().sum::<f64>() / (3.0 * g[3]);
-    let (fair1, fair2) = (fair(&g1), fair(&g2));
-    let after_stats = m.aggregate_stats(agg).unwrap();
-    eprintln!("aggregate at 12 s: {mid:?}\nat the end: {after_stats:?}");
-    eprintln!("goodput / flow 0: 1:2:3 → {before:.2?}; 3:2:1 → {after:.2?}");
-    eprintln!("aggregate / 3 Reno shares: {fair1:.2}, {fair2:.2} (bytes {g1:?} {g2:?})");
-    assert_eq!(mid.windows, 3, "{mid:?}");
-    assert!(
-        mid.acks > 0 && mid.losses > 0 && mid.halvings > 0,
-        "{mid:?}"
-    );
-    // Six runs here (ratios to flow 0): 1:2:3 gave 1 : 2.01–2.03 : 3.00–3.06, 3:2:1 gave
-    // 1 : 0.66–0.67 : 0.32–0.33, i.e. within 4 %; 10 % leaves room for a loaded machine.
-    let close = |got: f64, want: f64| (got - want).abs() / want < 0.1;
-    assert!(
-        close(before[1], 2.0) && close(before[2], 3.0),
-        "1:2:3 gave {before:?}"
-    );
-    assert!(
-        close(after[1], 2.0 / 3.0) && close(after[2], 1.0 / 3.0),
-        "3:2:1 gave {after:?}"
-    );
-    // The aggregate against one Reno flow, before / after the reweight, six runs here:
-    // 1.12/1.37, 0.90/1.08, 0.81/0.89, 1.11/1.95, 1.54/1.30, 1.44/0.70 — 1.2 × three fair shares
-    // on average,
-    // as noisy as one Reno flow is. Only a sanity band: neither starved nor taking the link.
-    for f in [fair1, fair2] {
-        assert!((0.5..2.5).contains(&f), "aggregate / 3 fair shares = {f}");
-    }
-    drop(m);
+            const SECS: f64 = 24.0;
+
+            let mut mid = None;
+            let flows: Vec<(u16, &str)> = PORTS.into_iter().zip(CCS).collect();
+            let samples = run_flows(&tb, &flows, SECS, |t| {
+                if mid.is_none() && t >= 12.0 {
+                    mid = Some(m.aggregate_stats(agg).unwrap());
+                    for (p, w) in PORTS.iter().zip([3, 2, 1]) {
+                        m.set_weight(rule(*p), w).unwrap();
+                    }
+                }
+            });
+            let mid = mid.unwrap();
+            let (g1, g2) = (goodput(&samples, 4.0, 12.0), goodput(&samples, 15.0, 23.0));
+            let (before, after) = (ratios(&g1), ratios(&g2));
+            // The aggregate against three fair shares (the Reno flow's goodput × 3).
+            let fair = |g: &[f64]| g[..3].iter().sum::<f64>() / (3.0 * g[3]);
+            let (fair1, fair2) = (fair(&g1), fair(&g2));
+            let after_stats = m.aggregate_stats(agg).unwrap();
+            eprintln!("aggregate at 12 s: {mid:?}\nat the end: {after_stats:?}");
+            eprintln!("goodput / flow 0: 1:2:3 → {before:.2?}; 3:2:1 → {after:.2?}");
+            eprintln!("aggregate / 3 Reno shares: {fair1:.2}, {fair2:.2} (bytes {g1:?} {g2:?})");
+            assert_eq!(mid.windows, 3, "{mid:?}");
+            assert!(
+                mid.acks > 0 && mid.losses > 0 && mid.halvings > 0,
+                "{mid:?}"
+            );
+            // Six runs here (ratios to flow 0): 1:2:3 gave 1 : 2.01–2.03 : 3.00–3.06, 3:2:1 gave
+            // 1 : 0.66–0.67 : 0.32–0.33, i.e. within 4 %; 10 % leaves room for a loaded machine.
+            let close = |got: f64, want: f64| (got - want).abs() / want < 0.1;
+            assert!(
+                close(before[1], 2.0) && close(before[2], 3.0),
+                "1:2:3 gave {before:?}"
+            );
+            assert!(
+                close(after[1], 2.0 / 3.0) && close(after[2], 1.0 / 3.0),
+                "3:2:1 gave {after:?}"
+            );
+            // The aggregate against one Reno flow, before / after the reweight, six runs here:
+            // 1.12/1.37, 0.90/1.08, 0.81/0.89, 1.11/1.95, 1.54/1.30, 1.44/0.70 — 1.2 × three fair shares
+            // on average,
+            // as noisy as one Reno flow is. Only a sanity band: neither starved nor taking the link.
+            for f in [fair1, fair2] {
+                assert!((0.5..2.5).contains(&f), "aggregate / 3 fair shares = {f}");
+            }
+            drop(m);
+        },
+    )
 }
 
 /// A member socket joins its aggregate, and unloading moves it to the default congestion

@@ -192,6 +192,7 @@ impl Session {
             _ => (None, None),
         };
         let (done_tx, done_rx) = std::sync::mpsc::sync_channel(1);
+        let steal = mgrp_clock::steal::StealSnapshot::take();
         self.pacer.submit(Job {
             sock: self.udp.clone(),
             packets: out.packets,
@@ -244,6 +245,9 @@ impl Session {
             result.shortened(s.skipped_probes as usize);
         }
         result.riders = rider_stats;
+        if let Some(s) = steal.as_ref().and_then(|s| s.elapsed()) {
+            result.stats.set_stolen_ms(s.max_cpu_s() * 1e3);
+        }
         self.collect_hops(&mut hops);
         attach_hops(&mut result, spec, hops);
         Ok(result)

@@ -49,42 +49,46 @@ fn real_flow(tb: &Testbed, agent: SocketAddr) -> f64 {
 #[test]
 fn tcp_available_matches_a_real_flow_beside_one_cubic_flow() {
     let _g = serial();
-    let tb = testbed_at(20_000_000);
-    let listen: SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse().unwrap();
-    let _agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
-        Ok(Agent::start(AgentConfig::new(listen, key())).unwrap())
-    })
-    .unwrap()
-    .join()
-    .unwrap()
-    .unwrap();
-    let pattern = CrossPattern::parse("tcp:1,cc=cubic").unwrap();
-    let cross = CrossTraffic::start(&tb, &pattern, BASE_PORT, &GenOptions::default()).unwrap();
-    // Let the cross flow fill the link first: a new flow then meets a full queue.
-    std::thread::sleep(Duration::from_secs(2));
-    let run = spawn_in(&tb.ns(Role::Snd), "tcp-avail", move || {
-        let s = connect(listen);
-        Ok(run_tcp_avail(
-            s,
-            &TcpAvailParams::default(),
-            Some("cubic"),
-            || false,
-            |_| {},
-        )
-        .unwrap())
-    })
-    .unwrap()
-    .join()
-    .unwrap()
-    .unwrap();
-    // The same conditions for the real flow: the cross flow alone again long enough to fill
-    // the link (it halved when the measuring flow arrived and grows back over seconds).
-    std::thread::sleep(Duration::from_secs(3));
-    let real = real_flow(&tb, listen);
-    cross.stop().unwrap();
-    let e = run.estimate.clone().expect("an estimate");
-    let c = tb.measure_capacity().unwrap().bps().max(20e6);
-    eprintln!(
+    mgrp_testbed::stolen::unless_stolen(
+        "tcp_available_matches_a_real_flow_beside_one_cubic_flow",
+        |_| {
+            let tb = testbed_at(20_000_000);
+            let listen: SocketAddr = format!("{}:7240", Role::Rcv.addr()).parse().unwrap();
+            let _agent = spawn_in(&tb.ns(Role::Rcv), "agent", move || {
+                Ok(Agent::start(AgentConfig::new(listen, key())).unwrap())
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+            .unwrap();
+            let pattern = CrossPattern::parse("tcp:1,cc=cubic").unwrap();
+            let cross =
+                CrossTraffic::start(&tb, &pattern, BASE_PORT, &GenOptions::default()).unwrap();
+            // Let the cross flow fill the link first: a new flow then meets a full queue.
+            std::thread::sleep(Duration::from_secs(2));
+            let run = spawn_in(&tb.ns(Role::Snd), "tcp-avail", move || {
+                let s = connect(listen);
+                Ok(run_tcp_avail(
+                    s,
+                    &TcpAvailParams::default(),
+                    Some("cubic"),
+                    || false,
+                    |_| {},
+                )
+                .unwrap())
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+            .unwrap();
+            // The same conditions for the real flow: the cross flow alone again long enough to fill
+            // the link (it halved when the measuring flow arrived and grows back over seconds).
+            std::thread::sleep(Duration::from_secs(3));
+            let real = real_flow(&tb, listen);
+            cross.stop().unwrap();
+            let e = run.estimate.clone().expect("an estimate");
+            let c = tb.measure_capacity().unwrap().bps().max(20e6);
+            eprintln!(
         "tcp-available {:.2} Mbit/s [{:.2}..{:.2}] mean {:.2} ({}, {:.1} s), real flow {:.2}, C {:.2}",
         e.value_bps / 1e6,
         e.low_bps / 1e6,
@@ -95,15 +99,17 @@ fn tcp_available_matches_a_real_flow_beside_one_cubic_flow() {
         real / 1e6,
         c / 1e6
     );
-    // A share, not the whole link and not nothing: C − X would read near zero here. Over 8 runs
-    // (2026-11-24, load average 7-10 from other builds and benches) the new flow's goodput
-    // from its 2nd to its 6th second read 0.19-0.44 of C; the bound is half the lowest.
-    assert!(
-        e.value_bps > 0.1 * c && e.value_bps < c,
-        "tcp-available {e:?} is not a share of C {c}"
-    );
-    // Against the real flow: not asserted. In those 8 runs the real flows themselves got
-    // 3.9-11.4 Mbit/s (the same 2-6 s window, the same conditions): a new flow's share over
-    // seconds is a wide random quantity here, and the errors were 2, 5, 6, 15, 22, 30, 45 and
-    // 64% (median 19%). The 15% target is not met; the figures are printed above.
+            // A share, not the whole link and not nothing: C − X would read near zero here. Over 8 runs
+            // (2026-11-24, load average 7-10 from other builds and benches) the new flow's goodput
+            // from its 2nd to its 6th second read 0.19-0.44 of C; the bound is half the lowest.
+            assert!(
+                e.value_bps > 0.1 * c && e.value_bps < c,
+                "tcp-available {e:?} is not a share of C {c}"
+            );
+            // Against the real flow: not asserted. In those 8 runs the real flows themselves got
+            // 3.9-11.4 Mbit/s (the same 2-6 s window, the same conditions): a new flow's share over
+            // seconds is a wide random quantity here, and the errors were 2, 5, 6, 15, 22, 30, 45 and
+            // 64% (median 19%). The 15% target is not met; the figures are printed above.
+        },
+    )
 }

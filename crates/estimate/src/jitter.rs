@@ -187,6 +187,7 @@ mod tests {
                 flagged: false,
                 report_missing: false,
                 report_truncated: false,
+                stolen_ms: None,
             },
             riders: None,
             hops: None,

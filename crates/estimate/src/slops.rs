@@ -693,12 +693,16 @@ impl Estimator for Slops {
         // where its actual rate makes the verdict stronger: rising delays at a lower rate than
         // asked, or flat ones at a higher rate. Otherwise send it again, a few times at most
         // (pathload discards such streams).
-        if stream_mispaced(obs) && self.resends < MAX_RESENDS {
+        // A stream the host stole CPU from is sent again whatever it read: the stall may have
+        // batched its receive stamps, which reads as any trend.
+        let stolen = obs.stats.stolen();
+        if (stolen || stream_mispaced(obs)) && self.resends < MAX_RESENDS {
             let slower = send_ratio(obs).is_some_and(|r| r >= 1.0);
-            let usable = matches!(
-                (trend, slower),
-                (Trend::Increasing, true) | (Trend::NotIncreasing, false)
-            );
+            let usable = !stolen
+                && matches!(
+                    (trend, slower),
+                    (Trend::Increasing, true) | (Trend::NotIncreasing, false)
+                );
             if !usable {
                 self.resends += 1;
                 self.mispaced_resent += 1;
@@ -900,6 +904,46 @@ mod tests {
         assert!(!stream_mispaced(&obs));
         s.handle_train(1, &obs);
         assert_eq!((s.streams, s.not, s.resends), (1, 1, 0));
+    }
+
+    #[test]
+    fn streams_the_host_stole_from_are_sent_again() {
+        let mut s = Slops::new(SlopsParams::for_capacity(10e6, Pace::Fast));
+        let t = s.poll_train(0).unwrap();
+        // Sent on time, stamps on time, flat: usable, unless the host stole CPU meanwhile.
+        let sends: Vec<_> = t
+            .offsets()
+            .iter()
+            .map(|o| mgrp_train::SendRecord {
+                mono_ns: Some(mgrp_train::MonoNs(*o)),
+                ..Default::default()
+            })
+            .collect();
+        let arrivals: Vec<_> = t
+            .offsets()
+            .iter()
+            .enumerate()
+            .map(|(i, o)| mgrp_train::Arrival {
+                index: i as u16,
+                size: t.probes[0].size,
+                rx_ns: mgrp_train::WallNs(o + 1000),
+            })
+            .collect();
+        let mut obs = observed(1, &t, &sends, &arrivals);
+        obs.stats.set_stolen_ms(20.0);
+        assert!(obs.stats.flagged && !stream_mispaced(&obs));
+        for resend in 1..=MAX_RESENDS {
+            s.handle_train(1, &obs);
+            assert_eq!((s.streams, s.resends), (0, resend));
+            assert_eq!(s.poll_train(1), Some(t.clone()), "the same stream again");
+        }
+        // Bounded: the fourth stolen stream is judged as it reads.
+        s.handle_train(1, &obs);
+        assert_eq!((s.streams, s.not, s.resends), (1, 1, 0));
+        // Less than a tick is not a stall.
+        let mut quiet = observed(1, &t, &sends, &arrivals);
+        quiet.stats.set_stolen_ms(0.0);
+        assert!(!quiet.stats.flagged && !quiet.stats.stolen());
     }
 
     #[test]

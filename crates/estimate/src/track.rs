@@ -356,6 +356,8 @@ pub struct TrackStats {
     /// Streams above A whose queue rose as if A had fallen past the margin (the stream below
     /// was then sent at once).
     pub fall_hints: u32,
+    /// Check streams sent again because the host stole CPU while they were out.
+    pub stolen_repeats: u32,
     /// Times hold checks gave way to phase readings, and readings taken.
     pub phase_starts: u32,
     pub readings: u32,
@@ -762,6 +764,14 @@ impl Tracker {
             };
             let h = self.held.as_ref().map(|h| h.value_bps);
             trace_stream(self.last, kind, c.rate, obs, trend, h);
+        }
+        if obs.stats.stolen() && c.short < SHORT_REPEATS {
+            // The host stole CPU while it was out: its stamps may be a batch, which reads as
+            // any trend. Again, the streak as it was (bounded as short streams are).
+            c.short += 1;
+            c.todo.insert(0, side);
+            self.stats.stolen_repeats += 1;
+            return;
         }
         if side == Side::Above
             && trend == Trend::NotIncreasing
@@ -1819,6 +1829,91 @@ mod tests {
                 "{cross}: phase readings started while riders rode"
             );
         }
+    }
+
+    /// A host that stalls the receiver: every other stream comes back with delays rising
+    /// 40 µs a probe (stamps batched after a stall read as a queue), marked stolen or not.
+    struct Stall<'a> {
+        inner: Rounds<'a>,
+        n: u32,
+        mark: bool,
+    }
+
+    impl Estimator for Stall<'_> {
+        fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
+            self.inner.poll_train(now_ns)
+        }
+        fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
+            self.n += 1;
+            if self.n % 2 == 1 || obs.probes.len() < 20 {
+                return self.inner.handle_train(now_ns, obs);
+            }
+            let mut obs = obs.clone();
+            for (i, pr) in obs.probes.iter_mut().enumerate() {
+                if let Some(rx) = &mut pr.rx_ns {
+                    rx.0 += 40_000 * i as u64;
+                }
+            }
+            if self.mark {
+                obs.stats.set_stolen_ms(30.0);
+            }
+            self.inner.handle_train(now_ns, &obs);
+        }
+        fn estimate(&self) -> Option<Estimate> {
+            self.inner.estimate()
+        }
+        fn is_done(&self) -> bool {
+            self.inner.is_done()
+        }
+        fn next_wakeup(&self) -> Option<u64> {
+            self.inner.next_wakeup()
+        }
+    }
+
+    /// Streams the host stole CPU from are sent again, not judged: with every other stream
+    /// reading a false rise, the tracker holds a steady CBR path as it does on a quiet host
+    /// (`holds_a_steady_path...`'s bounds) when those streams are marked stolen; unmarked, the
+    /// same streams drag it down. Measured (deterministic): marked 1.6% / 1.6% median / p90,
+    /// 46 repeats; unmarked 10.5% / 37.7%.
+    #[test]
+    fn streams_the_host_stole_from_are_checked_again() {
+        let cross = "cbr:10mbit,size=500";
+        let mut res = Vec::new();
+        for mark in [true, false] {
+            let mut p = path(20e6, cross, 1);
+            p.idle_until(S / 2);
+            let mut t = Tracker::new(TrackParams {
+                capacity_bps: Some(20e6),
+                ..TrackParams::default()
+            })
+            .unwrap();
+            let mut st = Stall {
+                inner: Rounds {
+                    t: &mut t,
+                    out: Vec::new(),
+                    recorded: 0,
+                },
+                n: 0,
+                mark,
+            };
+            drive(&mut st, &mut p, 80 * S);
+            let out = std::mem::take(&mut st.inner.out);
+            let r = run_of(out, t.stats(), &p);
+            let mut errs: Vec<f64> = r.held.iter().map(|(_, e, t)| rel(e, *t, 20e6)).collect();
+            errs.sort_by(f64::total_cmp);
+            let n = errs.len();
+            println!(
+                "marked {mark}: median {:.3} p90 {:.3} (n {n}), repeats {}",
+                errs[n / 2],
+                errs[n * 9 / 10],
+                r.stats.stolen_repeats
+            );
+            res.push((errs[n / 2], errs[n * 9 / 10], r.stats.stolen_repeats));
+        }
+        let (marked, unmarked) = (res[0], res[1]);
+        assert!(marked.2 > 0 && unmarked.2 == 0, "{res:?}");
+        assert!(marked.0 <= 0.05 && marked.1 <= 0.20, "{marked:?}");
+        assert!(unmarked.1 > marked.1, "{res:?}");
     }
 
     /// Phase readings stay off while the tracker's streams carry riders (a reading's few

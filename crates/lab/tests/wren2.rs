@@ -23,49 +23,53 @@ fn one_flow_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 #[test]
 fn live_two_sided_equals_offline_on_the_same_run() {
     let _one = one_flow_at_a_time();
-    let rig = Wren2Rig::start(20.0, 5.0, false, || Ok(())).expect("testbed");
-    let dir = std::env::temp_dir().join(format!("mgrp-wren2-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sc = rig.run(20.0, 75.0, 10.0, &dir).expect("scenario");
-    let a = sc.agreement();
-    eprintln!(
-        "one-sided {} live {} offline {} {a:?} {:?}",
-        sc.one_sided.len(),
-        sc.live.len(),
-        sc.offline.len(),
-        sc.counters
-    );
-    for e in &sc.live {
+    mgrp_testbed::stolen::unless_stolen("live_two_sided_equals_offline_on_the_same_run", |_| {
+        let rig = Wren2Rig::start(20.0, 5.0, false, || Ok(())).expect("testbed");
+        let dir = std::env::temp_dir().join(format!("mgrp-wren2-test-{}", std::process::id()));
+        // A failed attempt's files must not meet the next one.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let sc = rig.run(20.0, 75.0, 10.0, &dir).expect("scenario");
+        let a = sc.agreement();
         eprintln!(
-            "live {} {:.2} truth {:?}",
-            e.window_start_ns,
-            e.value_bps / 1e6,
-            sc.truth
-                .tightest(e.window_start_ns, e.window_end_ns)
-                .map(|t| t / 1e6)
+            "one-sided {} live {} offline {} {a:?} {:?}",
+            sc.one_sided.len(),
+            sc.live.len(),
+            sc.offline.len(),
+            sc.counters
         );
-    }
-    for e in &sc.offline {
-        eprintln!("offline {} {:.2}", e.window_start_ns, e.value_bps / 1e6);
-    }
-    // The peer's records reached the merge, and matched what a sent.
-    let c = &sc.counters;
-    assert_eq!((c.requests, c.failures), (1, 0), "{c:?}");
-    assert!(c.merge.matched > 1000, "{c:?}");
-    // Ten seconds of flow: estimates in most windows (compared from the second whole window
-    // after b's first record: b's capture is asked for when a's first segment is seen).
-    assert!(a.compared >= 5, "{a:?}");
-    // Equal window for window, up to one: over `mgrp bench wren2 --repeat 3` (12 runs, 143
-    // windows compared) one window differed, by 0.08% (cause not pinned down; see
-    // docs/passive.md). With ~8 windows here exact equality everywhere would fail ~5% of runs;
-    // two differing windows would be ~0.2%, and any difference over 1% means something broke.
-    assert!(a.equal + 1 >= a.compared, "{a:?}");
-    assert!(a.max_rel_diff <= 0.01, "{a:?}");
-    assert_eq!((a.only_live, a.only_offline), (0, 0), "{a:?}");
-    sc.remove_pcaps();
-    let _ = std::fs::remove_dir(&dir);
-    let ag = rig.agent_counters().unwrap();
-    assert_eq!((ag.captures, ag.captures_refused), (1, 0), "{ag:?}");
+        for e in &sc.live {
+            eprintln!(
+                "live {} {:.2} truth {:?}",
+                e.window_start_ns,
+                e.value_bps / 1e6,
+                sc.truth
+                    .tightest(e.window_start_ns, e.window_end_ns)
+                    .map(|t| t / 1e6)
+            );
+        }
+        for e in &sc.offline {
+            eprintln!("offline {} {:.2}", e.window_start_ns, e.value_bps / 1e6);
+        }
+        // The peer's records reached the merge, and matched what a sent.
+        let c = &sc.counters;
+        assert_eq!((c.requests, c.failures), (1, 0), "{c:?}");
+        assert!(c.merge.matched > 1000, "{c:?}");
+        // Ten seconds of flow: estimates in most windows (compared from the second whole window
+        // after b's first record: b's capture is asked for when a's first segment is seen).
+        assert!(a.compared >= 5, "{a:?}");
+        // Equal window for window, up to one: over `mgrp bench wren2 --repeat 3` (12 runs, 143
+        // windows compared) one window differed, by 0.08% (cause not pinned down; see
+        // docs/passive.md). With ~8 windows here exact equality everywhere would fail ~5% of runs;
+        // two differing windows would be ~0.2%, and any difference over 1% means something broke.
+        assert!(a.equal + 1 >= a.compared, "{a:?}");
+        assert!(a.max_rel_diff <= 0.01, "{a:?}");
+        assert_eq!((a.only_live, a.only_offline), (0, 0), "{a:?}");
+        sc.remove_pcaps();
+        let _ = std::fs::remove_dir(&dir);
+        let ag = rig.agent_counters().unwrap();
+        assert_eq!((ag.captures, ag.captures_refused), (1, 0), "{ag:?}");
+    })
 }
 
 /// Ask b's agent, from a, to capture `sender` → `receiver`; what came back within `wait`:
@@ -293,76 +297,78 @@ fn peer_without_capture_privileges_says_so() {
 #[test]
 fn service_stores_wren2_beside_wren() {
     let _one = one_flow_at_a_time();
-    use mgrp_service::config::{PassiveSource, ServiceConfig};
-    use mgrp_service::service::Service;
-    // The scenario of `live_two_sided_equals_offline_on_the_same_run` (5 ms tail, 20% cross on
-    // both links), where one-sided Wren forms estimates in most windows. This test once ran the
-    // flow alone on a 1 ms tail: there the sender's bursts left few trains Wren could judge
-    // (7 to 65 trains from ~20,000 segments, ~97% rejected for ACK rate ≠ sending rate), so
-    // reaching 3 one-sided estimates in 18 s was chance — on any checkout, fresh or not.
-    let rig = Wren2Rig::start(20.0, 5.0, false, || Ok(())).expect("testbed");
-    let _cross = rig.cross(20.0).expect("cross traffic");
-    let cfg = ServiceConfig {
-        passive: vec![PassiveSource {
-            iface: rig.a_dev.clone(),
-            flow: Some(format!("port {}", mgrp_lab::wren2_bench::APP_PORT)),
-            window: Duration::from_secs(1),
-            peer: Some(rig.peer),
-        }],
-        ..ServiceConfig::default()
-    };
-    let key = rig.key.clone();
-    let svc = spawn_in(&rig.a_ns, "service", move || {
-        Service::start(&cfg, key).map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
-    })
-    .unwrap()
-    .join()
-    .unwrap()
-    .unwrap();
-    let mut sub = svc.hub().subscribe();
-    let flow = mgrp_testbed::app::AppFlow::start_in(
-        &rig.a_ns,
-        &rig.b_ns,
-        rig.app_dst(),
-        mgrp_testbed::app::AppPattern::parse("msgs:93750,every=50ms").unwrap(),
-        None,
-        Duration::from_secs(20),
-    )
-    .unwrap();
-    let (mut wren, mut wren2) = (0, 0);
-    // Most of the flow's 20 s: it ends as soon as both kinds have 3.
-    let until = Instant::now() + Duration::from_secs(18);
-    while Instant::now() < until && (wren < 3 || wren2 < 3) {
-        match sub.try_recv() {
-            Ok(r) => {
-                assert_eq!(r.source, "passive", "{r:?}");
-                assert_eq!(r.path, format!("{}->{}", rig.a_addr, rig.app_dst().ip()));
-                match r.method.as_str() {
-                    "wren" => wren += 1,
-                    "wren2" => wren2 += 1,
-                    m => panic!("method {m}"),
+    mgrp_testbed::stolen::unless_stolen("service_stores_wren2_beside_wren", |_| {
+        use mgrp_service::config::{PassiveSource, ServiceConfig};
+        use mgrp_service::service::Service;
+        // The scenario of `live_two_sided_equals_offline_on_the_same_run` (5 ms tail, 20% cross on
+        // both links), where one-sided Wren forms estimates in most windows. This test once ran the
+        // flow alone on a 1 ms tail: there the sender's bursts left few trains Wren could judge
+        // (7 to 65 trains from ~20,000 segments, ~97% rejected for ACK rate ≠ sending rate), so
+        // reaching 3 one-sided estimates in 18 s was chance — on any checkout, fresh or not.
+        let rig = Wren2Rig::start(20.0, 5.0, false, || Ok(())).expect("testbed");
+        let _cross = rig.cross(20.0).expect("cross traffic");
+        let cfg = ServiceConfig {
+            passive: vec![PassiveSource {
+                iface: rig.a_dev.clone(),
+                flow: Some(format!("port {}", mgrp_lab::wren2_bench::APP_PORT)),
+                window: Duration::from_secs(1),
+                peer: Some(rig.peer),
+            }],
+            ..ServiceConfig::default()
+        };
+        let key = rig.key.clone();
+        let svc = spawn_in(&rig.a_ns, "service", move || {
+            Service::start(&cfg, key).map_err(|e| mgrp_testbed::Error::Setup(e.to_string()))
+        })
+        .unwrap()
+        .join()
+        .unwrap()
+        .unwrap();
+        let mut sub = svc.hub().subscribe();
+        let flow = mgrp_testbed::app::AppFlow::start_in(
+            &rig.a_ns,
+            &rig.b_ns,
+            rig.app_dst(),
+            mgrp_testbed::app::AppPattern::parse("msgs:93750,every=50ms").unwrap(),
+            None,
+            Duration::from_secs(20),
+        )
+        .unwrap();
+        let (mut wren, mut wren2) = (0, 0);
+        // Most of the flow's 20 s: it ends as soon as both kinds have 3.
+        let until = Instant::now() + Duration::from_secs(18);
+        while Instant::now() < until && (wren < 3 || wren2 < 3) {
+            match sub.try_recv() {
+                Ok(r) => {
+                    assert_eq!(r.source, "passive", "{r:?}");
+                    assert_eq!(r.path, format!("{}->{}", rig.a_addr, rig.app_dst().ip()));
+                    match r.method.as_str() {
+                        "wren" => wren += 1,
+                        "wren2" => wren2 += 1,
+                        m => panic!("method {m}"),
+                    }
                 }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
-    }
-    drop(flow);
-    let view = svc.hub().passive();
-    let _ = svc.stop();
-    // The service asked the peer once, the peer answered, and the sender's segments were seen.
-    let c = &view[0].counters;
-    assert_eq!((c.wren2_requests, c.wren2_failures), (1, 0), "{view:?}");
-    assert!(c.segments > 1000, "{view:?}");
-    // Both analyses formed estimates from the flow and both were stored (over 5 runs of this
-    // scenario each kind reached 3 within 6.5 s of the 18 s allowed).
-    assert!(wren >= 3, "wren {wren} wren2 {wren2} {view:?}");
-    assert!(wren2 >= 3, "wren {wren} wren2 {wren2} {view:?}");
-    assert!(c.wren2_estimates >= 3, "{view:?}");
-    // The one-sided counters say where its estimates came from: each stored window had a
-    // lower-bound train, and judged trains include every rising and lower-bound one.
-    assert!(c.trains_lower_bound >= wren as u64, "wren {wren} {view:?}");
-    assert!(
-        c.trains >= c.trains_lower_bound + c.trains_rising,
-        "{view:?}"
-    );
+        drop(flow);
+        let view = svc.hub().passive();
+        let _ = svc.stop();
+        // The service asked the peer once, the peer answered, and the sender's segments were seen.
+        let c = &view[0].counters;
+        assert_eq!((c.wren2_requests, c.wren2_failures), (1, 0), "{view:?}");
+        assert!(c.segments > 1000, "{view:?}");
+        // Both analyses formed estimates from the flow and both were stored (over 5 runs of this
+        // scenario each kind reached 3 within 6.5 s of the 18 s allowed).
+        assert!(wren >= 3, "wren {wren} wren2 {wren2} {view:?}");
+        assert!(wren2 >= 3, "wren {wren} wren2 {wren2} {view:?}");
+        assert!(c.wren2_estimates >= 3, "{view:?}");
+        // The one-sided counters say where its estimates came from: each stored window had a
+        // lower-bound train, and judged trains include every rising and lower-bound one.
+        assert!(c.trains_lower_bound >= wren as u64, "wren {wren} {view:?}");
+        assert!(
+            c.trains >= c.trains_lower_bound + c.trains_rising,
+            "{view:?}"
+        );
+    })
 }

@@ -25,6 +25,7 @@ pub mod generator;
 pub mod loss;
 pub mod netns;
 pub mod rtt;
+pub mod stolen;
 pub mod topo;
 pub mod topology;
 pub mod truth;

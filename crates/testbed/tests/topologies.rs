@@ -65,27 +65,29 @@ fn udp_end_to_end(tb: &TopoTestbed, from: &str, to: &str, secs: f64) -> (u64, u6
 #[test]
 fn shipped_topologies_come_up_carry_traffic_and_go() {
     let _g = serial();
-    for (topology, from, to) in [
-        ("chain3", "a", "b"),
-        ("tree", "src", "rx3"),
-        ("access", "s4", "rcv"),
-    ] {
-        let n;
-        {
-            let tb = up(topology, topology, false);
-            n = tb.name().to_string();
-            let nodes = tb.topology().nodes.len();
-            assert_eq!(existing_namespaces(&n).len(), nodes, "{topology}");
-            assert!(State::path(&n).exists());
-            let (sent, got) = udp_end_to_end(&tb, from, to, 1.0);
-            // 2 Mbit/s of 1500 B packets for 1 s is ~165 packets; an unloaded path loses none.
-            assert!(
-                sent > 150 && got == sent,
-                "{topology} {from}→{to}: sent {sent}, got {got}"
-            );
+    mgrp_testbed::stolen::unless_stolen("shipped_topologies_come_up_carry_traffic_and_go", |_| {
+        for (topology, from, to) in [
+            ("chain3", "a", "b"),
+            ("tree", "src", "rx3"),
+            ("access", "s4", "rcv"),
+        ] {
+            let n;
+            {
+                let tb = up(topology, topology, false);
+                n = tb.name().to_string();
+                let nodes = tb.topology().nodes.len();
+                assert_eq!(existing_namespaces(&n).len(), nodes, "{topology}");
+                assert!(State::path(&n).exists());
+                let (sent, got) = udp_end_to_end(&tb, from, to, 1.0);
+                // 2 Mbit/s of 1500 B packets for 1 s is ~165 packets; an unloaded path loses none.
+                assert!(
+                    sent > 150 && got == sent,
+                    "{topology} {from}→{to}: sent {sent}, got {got}"
+                );
+            }
+            assert_gone(&n);
         }
-        assert_gone(&n);
-    }
+    })
 }
 
 #[test]

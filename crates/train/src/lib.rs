@@ -18,7 +18,7 @@ mod time;
 pub use hop::{HopClock, HopReply, HopStats, MatchRule};
 pub use result::{
     Arrival, ProbeResult, Quantiles, SendRecord, TrainResult, TrainRiderStats, TrainStats,
-    DEFAULT_TOLERANCE_NS,
+    DEFAULT_TOLERANCE_NS, STOLEN_FLAG_MS,
 };
 pub use spec::{
     offsets, wire_bits, ProbeSpec, SpecError, TrainSpec, MAX_GAP_NS, MAX_PROBE_SIZE, MAX_TRAIN_LEN,

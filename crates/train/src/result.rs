@@ -139,6 +139,31 @@ pub struct TrainStats {
     pub report_missing: bool,
     /// The receiver cut its report short to stay within what it received from us.
     pub report_truncated: bool,
+    /// CPU time the hypervisor took from this machine while the train was out: the most any
+    /// one CPU lost, ms (`/proc/stat`, 10 ms ticks); `None` where it cannot be read. Covers
+    /// the receiver's stamps too where it runs on the same machine (the testbed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stolen_ms: Option<f64>,
+}
+
+/// A train during which some CPU lost at least this much to the hypervisor is flagged: a
+/// stalled vCPU sends late or stamps a batch of arrivals at once (2026-11-24: receive stamps
+/// 7.7 ms apart for a 9.9 ms train, SLoPS streams near A read "rising" while the host stole
+/// 5% of each CPU). One tick of `/proc/stat`; a quiet VM of this kind accrues one about every
+/// 20 s per CPU, so ~0.5% of 50 ms trains are flagged for nothing.
+pub const STOLEN_FLAG_MS: f64 = 10.0;
+
+impl TrainStats {
+    /// The host stole enough CPU while the train was out to distrust its times.
+    pub fn stolen(&self) -> bool {
+        self.stolen_ms.is_some_and(|ms| ms >= STOLEN_FLAG_MS)
+    }
+
+    /// Record the steal measured around the train; a stolen train is flagged.
+    pub fn set_stolen_ms(&mut self, ms: f64) {
+        self.stolen_ms = Some(ms);
+        self.flagged |= self.stolen();
+    }
 }
 
 /// Rider accounting of one train, for the estimator.
@@ -287,6 +312,7 @@ impl TrainResult {
                 window_span_error: spans.map(|s| s.1),
                 report_missing: report.is_none(),
                 report_truncated: report.is_some_and(|(_, t)| t),
+                stolen_ms: None,
             },
             probes,
         }
@@ -301,7 +327,7 @@ impl TrainResult {
             || s.window_span_error.is_some_and(|w| w > WINDOW_TOLERANCE);
         let judged = s.tx_gap_error.or(s.gap_error);
         let p99_over = s.tolerance_ns > 0 && judged.is_some_and(|q| q.p99 > s.tolerance_ns as f64);
-        s.flagged = strayed || p99_over || s.send_errors > 0;
+        s.flagged = strayed || p99_over || s.send_errors > 0 || s.stolen();
     }
 
     /// Receive rate over the train: bits of probes 2..n over the first-to-last receive time.

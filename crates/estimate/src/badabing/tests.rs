@@ -84,6 +84,7 @@ fn result(probes: Vec<ProbeResult>, report_missing: bool) -> TrainResult {
             flagged: false,
             report_missing,
             report_truncated: false,
+            stolen_ms: None,
         },
         riders: None,
         hops: None,
