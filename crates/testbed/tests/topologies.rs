@@ -243,65 +243,75 @@ const ICMP_TIME_EXCEEDED: u8 = 11;
 #[test]
 fn routers_answer_ttl_expiry_from_their_incoming_address() {
     let _g = serial();
-    let tb = up("chain3", "ttl", false);
-    let t = tb.topology();
-    let a = tb.ns_of("a").unwrap();
-    let b = SocketAddrV4::new(t.host_addr(t.index("b").unwrap()), 33434);
-    let got = ttl_probes(&a, b, vec![1, 2, 3]);
-    let want: Vec<IcmpReply> = [("r1", "a"), ("r2", "r1"), ("r3", "r2")]
-        .iter()
-        .enumerate()
-        .map(|(i, (r, toward))| IcmpReply {
-            seq: i as u8,
-            icmp_type: ICMP_TIME_EXCEEDED,
-            offender: router_addr(&tb, r, toward),
-        })
-        .collect();
-    let mut got_sorted = got.clone();
-    got_sorted.sort_by_key(|r| r.seq);
-    assert_eq!(got_sorted, want, "TTL 1, 2, 3 should expire at r1, r2, r3");
-    // Linux's default (the address of the route back to the sender) picks the same interface
-    // on a tree: the testbed's explicit inbound-address setting changes nothing here.
-    for r in ["r1", "r2", "r3"] {
-        let ns = tb.ns_of(r).unwrap();
-        mgrp_testbed::netns::sh_in(&ns, "sysctl -qw net.ipv4.icmp_errors_use_inbound_ifaddr=0")
-            .unwrap();
-    }
-    let mut default = ttl_probes(&a, b, vec![1, 2, 3]);
-    default.sort_by_key(|r| r.seq);
-    assert_eq!(default, want, "with the kernel's default source address");
-    // TTL 4 reaches b, which has no listener on the port: port unreachable from b itself.
-    let last = ttl_probes(&a, b, vec![4]);
-    assert_eq!(last.len(), 1, "{last:?}");
-    assert_eq!(last[0].icmp_type, 3);
-    assert_eq!(last[0].offender, *b.ip());
+    mgrp_testbed::stolen::unless_stolen(
+        "routers_answer_ttl_expiry_from_their_incoming_address",
+        |_| {
+            let tb = up("chain3", "ttl", false);
+            let t = tb.topology();
+            let a = tb.ns_of("a").unwrap();
+            let b = SocketAddrV4::new(t.host_addr(t.index("b").unwrap()), 33434);
+            let got = ttl_probes(&a, b, vec![1, 2, 3]);
+            let want: Vec<IcmpReply> = [("r1", "a"), ("r2", "r1"), ("r3", "r2")]
+                .iter()
+                .enumerate()
+                .map(|(i, (r, toward))| IcmpReply {
+                    seq: i as u8,
+                    icmp_type: ICMP_TIME_EXCEEDED,
+                    offender: router_addr(&tb, r, toward),
+                })
+                .collect();
+            let mut got_sorted = got.clone();
+            got_sorted.sort_by_key(|r| r.seq);
+            assert_eq!(got_sorted, want, "TTL 1, 2, 3 should expire at r1, r2, r3");
+            // Linux's default (the address of the route back to the sender) picks the same interface
+            // on a tree: the testbed's explicit inbound-address setting changes nothing here.
+            for r in ["r1", "r2", "r3"] {
+                let ns = tb.ns_of(r).unwrap();
+                mgrp_testbed::netns::sh_in(
+                    &ns,
+                    "sysctl -qw net.ipv4.icmp_errors_use_inbound_ifaddr=0",
+                )
+                .unwrap();
+            }
+            let mut default = ttl_probes(&a, b, vec![1, 2, 3]);
+            default.sort_by_key(|r| r.seq);
+            assert_eq!(default, want, "with the kernel's default source address");
+            // TTL 4 reaches b, which has no listener on the port: port unreachable from b itself.
+            let last = ttl_probes(&a, b, vec![4]);
+            assert_eq!(last.len(), 1, "{last:?}");
+            assert_eq!(last[0].icmp_type, 3);
+            assert_eq!(last[0].offender, *b.ip());
+        },
+    )
 }
 
 #[test]
 fn icmp_rate_limit_off_by_default_kernel_on_request() {
     let _g = serial();
-    let burst = vec![1u32; 30];
-    let answered = |text: &str, tag: &str| {
-        let tb = up_text(text, tag, false);
-        let t = tb.topology();
-        let b = SocketAddrV4::new(t.host_addr(t.index("b").unwrap()), 33434);
-        let got = ttl_probes(&tb.ns_of("a").unwrap(), b, burst.clone());
-        let r1 = router_addr(&tb, "r1", "a");
-        assert!(got
-            .iter()
-            .all(|r| r.offender == r1 && r.icmp_type == ICMP_TIME_EXCEEDED));
-        got.len()
-    };
-    let chain3 = topo::source("chain3").unwrap();
-    let off = answered(&chain3, "rloff");
-    let kernel = answered(
-        &chain3.replace("ratelimit = \"off\"", "ratelimit = \"kernel\""),
-        "rlkern",
-    );
-    assert_eq!(off, 30, "with the limit off every expiry is answered");
-    // The kernel's per-destination bucket (1 s, burst 6) answers a handful of a 30-probe burst.
-    assert!(kernel < 30, "kernel limit answered {kernel} of 30");
-    eprintln!("30 TTL-1 probes answered: off {off}, kernel {kernel}");
+    mgrp_testbed::stolen::unless_stolen("icmp_rate_limit_off_by_default_kernel_on_request", |_| {
+        let burst = vec![1u32; 30];
+        let answered = |text: &str, tag: &str| {
+            let tb = up_text(text, tag, false);
+            let t = tb.topology();
+            let b = SocketAddrV4::new(t.host_addr(t.index("b").unwrap()), 33434);
+            let got = ttl_probes(&tb.ns_of("a").unwrap(), b, burst.clone());
+            let r1 = router_addr(&tb, "r1", "a");
+            assert!(got
+                .iter()
+                .all(|r| r.offender == r1 && r.icmp_type == ICMP_TIME_EXCEEDED));
+            got.len()
+        };
+        let chain3 = topo::source("chain3").unwrap();
+        let off = answered(&chain3, "rloff");
+        let kernel = answered(
+            &chain3.replace("ratelimit = \"off\"", "ratelimit = \"kernel\""),
+            "rlkern",
+        );
+        assert_eq!(off, 30, "with the limit off every expiry is answered");
+        // The kernel's per-destination bucket (1 s, burst 6) answers a handful of a 30-probe burst.
+        assert!(kernel < 30, "kernel limit answered {kernel} of 30");
+        eprintln!("30 TTL-1 probes answered: off {off}, kernel {kernel}");
+    })
 }
 
 /// Whether the path of traffic from host `from` to host `to` crosses direction `d`.
@@ -405,19 +415,25 @@ fn per_link_truth(topology: &str) {
 #[test]
 fn per_link_truth_chain3() {
     let _g = serial();
-    per_link_truth("chain3");
+    mgrp_testbed::stolen::unless_stolen("per_link_truth_chain3", |_| {
+        per_link_truth("chain3");
+    })
 }
 
 #[test]
 fn per_link_truth_tree() {
     let _g = serial();
-    per_link_truth("tree");
+    mgrp_testbed::stolen::unless_stolen("per_link_truth_tree", |_| {
+        per_link_truth("tree");
+    })
 }
 
 #[test]
 fn per_link_truth_access() {
     let _g = serial();
-    per_link_truth("access");
+    mgrp_testbed::stolen::unless_stolen("per_link_truth_access", |_| {
+        per_link_truth("access");
+    })
 }
 
 /// A router with a delay and loss line on its link still costs one hop: TTL expiry happens at
@@ -426,52 +442,57 @@ fn per_link_truth_access() {
 #[test]
 fn a_lossy_delayed_link_keeps_hops_and_loses_its_share() {
     let _g = serial();
-    let text = topo::source("chain3").unwrap().replace(
-        "a = \"r1\"\nb = \"r2\"\ncapacity = \"50mbit\"",
-        "a = \"r1\"\nb = \"r2\"\ncapacity = \"50mbit\"\ndelay = \"2ms\"\nloss = \"10%\"",
-    );
-    assert!(text.contains("loss = \"10%\""), "chain3 changed shape");
-    let tb = up_text(&text, "lossy", false);
-    let t = tb.topology();
-    let a = tb.ns_of("a").unwrap();
-    let b = SocketAddrV4::new(t.host_addr(t.index("b").unwrap()), 33434);
-    // Probes are lost too: send each TTL until it is answered (at most 20 tries).
-    for (ttl, r, toward) in [(1, "r1", "a"), (2, "r2", "r1"), (3, "r3", "r2")] {
-        let got = (0..20)
-            .map(|_| ttl_probes(&a, b, vec![ttl]))
-            .find(|g| !g.is_empty())
-            .expect("an answer in 20 tries");
-        assert_eq!(got.len(), 1, "TTL {ttl}: {got:?}");
-        assert_eq!(got[0].icmp_type, ICMP_TIME_EXCEEDED, "TTL {ttl}");
-        assert_eq!(got[0].offender, router_addr(&tb, r, toward), "TTL {ttl}");
-    }
-    // 20 Mbit/s of 1500-B packets for 2 s: ~3,300 packets cross the lossy line.
-    let link = (0..t.links.len())
-        .find(|&l| t.links[l].loss.is_some())
-        .unwrap();
-    let before = tb.line_stats(link).unwrap();
-    let ends = tb.endpoints(t.index("a").unwrap(), t.index("b").unwrap(), 6101);
-    let p = CrossPattern::parse("cbr:20mbit").unwrap();
-    let opts = GenOptions {
-        max_duration: Duration::from_secs(4),
-        ..Default::default()
-    };
-    let g = CrossTraffic::start_between(&ends, &p, &opts).unwrap();
-    std::thread::sleep(Duration::from_secs(2));
-    let r = g.stop().unwrap();
-    let after = tb.line_stats(link).unwrap();
-    let lost = 1.0 - r.received_packets as f64 / r.sent_packets as f64;
-    // Binomial: σ = sqrt(0.1 · 0.9 / n) ≈ 0.52% at n = 3,300; 4.5 σ either side.
-    let sigma = (0.1 * 0.9 / r.sent_packets as f64).sqrt();
-    assert!(
-        (lost - 0.1).abs() < 4.5 * sigma,
-        "lost {lost} of {} sent (σ {sigma})",
-        r.sent_packets
-    );
-    // The receiver's count and the line's agree (nothing else drops on this idle path).
-    assert_eq!(
-        after.lost - before.lost,
-        r.sent_packets - r.received_packets,
-        "{after:?}"
-    );
+    mgrp_testbed::stolen::unless_stolen(
+        "a_lossy_delayed_link_keeps_hops_and_loses_its_share",
+        |_| {
+            let text = topo::source("chain3").unwrap().replace(
+                "a = \"r1\"\nb = \"r2\"\ncapacity = \"50mbit\"",
+                "a = \"r1\"\nb = \"r2\"\ncapacity = \"50mbit\"\ndelay = \"2ms\"\nloss = \"10%\"",
+            );
+            assert!(text.contains("loss = \"10%\""), "chain3 changed shape");
+            let tb = up_text(&text, "lossy", false);
+            let t = tb.topology();
+            let a = tb.ns_of("a").unwrap();
+            let b = SocketAddrV4::new(t.host_addr(t.index("b").unwrap()), 33434);
+            // Probes are lost too: send each TTL until it is answered (at most 20 tries).
+            for (ttl, r, toward) in [(1, "r1", "a"), (2, "r2", "r1"), (3, "r3", "r2")] {
+                let got = (0..20)
+                    .map(|_| ttl_probes(&a, b, vec![ttl]))
+                    .find(|g| !g.is_empty())
+                    .expect("an answer in 20 tries");
+                assert_eq!(got.len(), 1, "TTL {ttl}: {got:?}");
+                assert_eq!(got[0].icmp_type, ICMP_TIME_EXCEEDED, "TTL {ttl}");
+                assert_eq!(got[0].offender, router_addr(&tb, r, toward), "TTL {ttl}");
+            }
+            // 20 Mbit/s of 1500-B packets for 2 s: ~3,300 packets cross the lossy line.
+            let link = (0..t.links.len())
+                .find(|&l| t.links[l].loss.is_some())
+                .unwrap();
+            let before = tb.line_stats(link).unwrap();
+            let ends = tb.endpoints(t.index("a").unwrap(), t.index("b").unwrap(), 6101);
+            let p = CrossPattern::parse("cbr:20mbit").unwrap();
+            let opts = GenOptions {
+                max_duration: Duration::from_secs(4),
+                ..Default::default()
+            };
+            let g = CrossTraffic::start_between(&ends, &p, &opts).unwrap();
+            std::thread::sleep(Duration::from_secs(2));
+            let r = g.stop().unwrap();
+            let after = tb.line_stats(link).unwrap();
+            let lost = 1.0 - r.received_packets as f64 / r.sent_packets as f64;
+            // Binomial: σ = sqrt(0.1 · 0.9 / n) ≈ 0.52% at n = 3,300; 4.5 σ either side.
+            let sigma = (0.1 * 0.9 / r.sent_packets as f64).sqrt();
+            assert!(
+                (lost - 0.1).abs() < 4.5 * sigma,
+                "lost {lost} of {} sent (σ {sigma})",
+                r.sent_packets
+            );
+            // The receiver's count and the line's agree (nothing else drops on this idle path).
+            assert_eq!(
+                after.lost - before.lost,
+                r.sent_packets - r.received_packets,
+                "{after:?}"
+            );
+        },
+    )
 }
