@@ -235,8 +235,8 @@ fn pacing_bench(b: PacingBench) -> Result<()> {
         b.size,
         mgrp_testbed::units::fmt_rate(b.capacity as f64)
     );
-    say!("| gap µs | sender median | sender p99 | sender max | kernel TX median | kernel TX p99 | receiver median | receiver p99 | receiver max | flagged trains | lost | rx rate / intended Mbit/s |");
-    say!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    say!("| gap µs | sender median | sender p99 | sender max | kernel TX median | kernel TX p99 | receiver median | receiver p99 | receiver max | flagged trains | of them stolen | lost | rx rate / intended Mbit/s |");
+    say!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let f = |q: Option<mgrp_engine::train::Quantiles>| {
         q.map(|q| (q.median, q.p99, q.max))
             .unwrap_or((f64::NAN, f64::NAN, f64::NAN))
@@ -246,7 +246,7 @@ fn pacing_bench(b: PacingBench) -> Result<()> {
         let (rm, rp, rx) = f(r.receiver_err_us);
         let (km, kp, _) = f(r.kernel_tx_err_us);
         say!(
-            "| {} | {:.3} | {:.2} | {:.1} | {:.3} | {:.2} | {:.3} | {:.2} | {:.1} | {}/{} | {} | {:.1} / {:.1} |",
+            "| {} | {:.3} | {:.2} | {:.1} | {:.3} | {:.2} | {:.3} | {:.2} | {:.1} | {}/{} | {} | {} | {:.1} / {:.1} |",
             r.gap_us,
             sm,
             sp,
@@ -258,6 +258,7 @@ fn pacing_bench(b: PacingBench) -> Result<()> {
             rx,
             r.flagged_trains,
             r.trains,
+            r.stolen_trains,
             r.lost,
             r.rx_rate_mbit_median,
             r.intended_mbit

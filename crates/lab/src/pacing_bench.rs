@@ -35,6 +35,9 @@ pub struct PacingRow {
     /// |receive gap − intended gap| from kernel RX timestamps, microseconds.
     pub receiver_err_us: Option<mgrp_engine::train::Quantiles>,
     pub flagged_trains: u32,
+    /// Trains flagged because the hypervisor stole CPU while they were out (>= 10 ms on some
+    /// CPU, `stats.stolen_ms`); the rest of `flagged_trains` strayed at the sender.
+    pub stolen_trains: u32,
     pub lost: usize,
     /// Receive rate over the train vs the intended in-train rate (medians).
     pub intended_mbit: f64,
@@ -80,11 +83,12 @@ pub fn run(b: &PacingConfig, hooks: Hooks) -> Result<Vec<PacingRow>> {
                 let spec = TrainSpec::uniform(count, size, (gap * 1e3).round() as u64);
                 let (mut tx, mut ktx, mut rx, mut rates) =
                     (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                let (mut flagged, mut lost) = (0, 0);
+                let (mut flagged, mut stolen, mut lost) = (0, 0, 0);
                 for i in 0..trains {
                     progress(&format!("\rgap {gap} us: train {}/{trains}   ", i + 1));
                     let r = s.send_train(&spec)?;
                     flagged += r.stats.flagged as u32;
+                    stolen += r.stats.stolen() as u32;
                     lost += r.stats.lost;
                     rates.extend(r.rx_rate_bps());
                     for w in r.probes.windows(2) {
@@ -114,6 +118,7 @@ pub fn run(b: &PacingConfig, hooks: Hooks) -> Result<Vec<PacingRow>> {
                     kernel_tx_err_us: Quantiles::of(ktx),
                     receiver_err_us: Quantiles::of(rx),
                     flagged_trains: flagged,
+                    stolen_trains: stolen,
                     lost,
                     intended_mbit: size as f64 * 8.0 / gap,
                     rx_rate_mbit_median: median(&rates) / 1e6,
