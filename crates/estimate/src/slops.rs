@@ -906,29 +906,38 @@ mod tests {
         assert_eq!((s.streams, s.not, s.resends), (1, 1, 0));
     }
 
-    #[test]
-    fn streams_the_host_stole_from_are_sent_again() {
-        let mut s = Slops::new(SlopsParams::for_capacity(10e6, Pace::Fast));
-        let t = s.poll_train(0).unwrap();
-        // Sent on time, stamps on time, flat: usable, unless the host stole CPU meanwhile.
-        let sends: Vec<_> = t
-            .offsets()
+    /// A stream's sends and arrivals with every offset stretched `k` times (k = 1: on time),
+    /// each probe arriving 1 µs after it left: flat delays.
+    fn sent_stretched(
+        t: &TrainSpec,
+        k: u64,
+    ) -> (Vec<mgrp_train::SendRecord>, Vec<mgrp_train::Arrival>) {
+        let offsets = t.offsets();
+        let sends = offsets
             .iter()
             .map(|o| mgrp_train::SendRecord {
-                mono_ns: Some(mgrp_train::MonoNs(*o)),
+                mono_ns: Some(mgrp_train::MonoNs(k * o)),
                 ..Default::default()
             })
             .collect();
-        let arrivals: Vec<_> = t
-            .offsets()
+        let arrivals = offsets
             .iter()
             .enumerate()
             .map(|(i, o)| mgrp_train::Arrival {
                 index: i as u16,
                 size: t.probes[0].size,
-                rx_ns: mgrp_train::WallNs(o + 1000),
+                rx_ns: mgrp_train::WallNs(k * o + 1000),
             })
             .collect();
+        (sends, arrivals)
+    }
+
+    #[test]
+    fn streams_the_host_stole_from_are_sent_again() {
+        let mut s = Slops::new(SlopsParams::for_capacity(10e6, Pace::Fast));
+        let t = s.poll_train(0).unwrap();
+        // Sent on time, stamps on time, flat: usable, unless the host stole CPU meanwhile.
+        let (sends, arrivals) = sent_stretched(&t, 1);
         let mut obs = observed(1, &t, &sends, &arrivals);
         obs.stats.set_stolen_ms(20.0);
         assert!(obs.stats.flagged && !stream_mispaced(&obs));
@@ -951,24 +960,7 @@ mod tests {
         let mut s = Slops::new(SlopsParams::for_capacity(10e6, Pace::Fast));
         let t = s.poll_train(0).unwrap();
         // Sent at half the rate: the whole stream took twice as long.
-        let sends: Vec<_> = t
-            .offsets()
-            .iter()
-            .map(|o| mgrp_train::SendRecord {
-                mono_ns: Some(mgrp_train::MonoNs(2 * o)),
-                ..Default::default()
-            })
-            .collect();
-        let arrivals: Vec<_> = t
-            .offsets()
-            .iter()
-            .enumerate()
-            .map(|(i, o)| mgrp_train::Arrival {
-                index: i as u16,
-                size: t.probes[0].size,
-                rx_ns: mgrp_train::WallNs(2 * o + 1000),
-            })
-            .collect();
+        let (sends, arrivals) = sent_stretched(&t, 2);
         let mut obs = observed(1, &t, &sends, &arrivals);
         obs.stats.flagged = true;
         assert!(stream_mispaced(&obs));
