@@ -12,6 +12,9 @@
 //! trains sent near the rate the estimate rests on, not the average over every train (which
 //! slow streams, lasting longest, dominate: on `mgrp bench riders` that left pSLOW and pFAST
 //! reading 23% and 46% high).
+//!
+//! Elastic trains last while riders arrive, so their own span over-counts the host's rate; their
+//! displaced bits take the rate from a window the train does not choose ([`displaced_bits`]).
 
 use crate::{wire_bits, Estimate, Estimator, TrainResult, TrainSpec};
 use std::collections::VecDeque;
