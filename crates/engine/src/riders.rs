@@ -139,8 +139,10 @@ struct SendShared {
 /// The host's traffic to one destination, in wire bytes (Ethernet header included).
 #[derive(Default)]
 struct DstFlow {
-    /// Recent rate (kept when trains are elastic).
+    /// Recent rate (kept when trains are elastic): IP bytes, for the wait.
     rate: ArrivalRate,
+    /// The same in wire bytes, for the rider correction of elastic trains.
+    wire_rate: ArrivalRate,
     /// Everything the host handed to the shim, cumulative.
     arrived: u64,
     /// What left on the path outside probes: normal sends and standalone fragments.
@@ -155,6 +157,15 @@ impl SendShared {
             }
             f(m.entry(dst).or_default());
         }
+    }
+
+    /// The host's recent rate to `dst` in wire bytes/s (0 unless trains are elastic).
+    fn wire_rate(&self, dst: IpAddr, now_ns: u64) -> f64 {
+        self.flows
+            .lock()
+            .ok()
+            .and_then(|mut m| m.get_mut(&dst).map(|f| f.wire_rate.bytes_per_s(now_ns)))
+            .unwrap_or(0.0)
     }
 
     /// (arrived, out) for `dst` so far.
@@ -476,11 +487,19 @@ impl TrainRidersDone {
         // the backlog that rode first: they too are load the train did not meet.)
         let end = self.shared.flow_totals(IpAddr::V4(self.dst));
         let start = self.at_first.lock().ok().and_then(|a| *a);
-        let competing = start.map_or(0, |(arrived, out)| {
-            let arrived = end.0.saturating_sub(arrived);
-            let out = end.1.saturating_sub(out);
-            arrived.saturating_sub(out)
+        let (arrived, out) = start.map_or((0, 0), |(arrived, out)| {
+            (end.0.saturating_sub(arrived), end.1.saturating_sub(out))
         });
+        let competing = arrived.saturating_sub(out);
+        // Elastic trains end when the arrivals stop, so bytes over their span over-count the
+        // host's rate: the estimator takes it from a window the train does not choose.
+        let host_bytes_per_s = match self.shared.elastic {
+            Some(_) => self
+                .shared
+                .wire_rate(IpAddr::V4(self.dst), mgrp_clock::now_ns())
+                .round() as u64,
+            None => 0,
+        };
         let chunks = match self.shared.buffer.lock() {
             Ok(mut b) => b.end_train(mgrp_clock::now_ns(), IpAddr::V4(self.dst), STANDALONE_CHUNK),
             Err(_) => Vec::new(),
@@ -492,6 +511,9 @@ impl TrainRidersDone {
         let mut s = *self.stats.lock().unwrap_or_else(|e| e.into_inner());
         s.standalone_fragments += n;
         s.competing_bytes = competing;
+        s.arrived_bytes = arrived;
+        s.beside_bytes = out;
+        s.host_bytes_per_s = host_bytes_per_s;
         s
     }
 }
@@ -590,7 +612,9 @@ fn tun_loop(tun: &Tun, s: &SendShared) {
             s.flow(IpAddr::V4(info.dst), |f| {
                 f.arrived += info.len as u64 + ETH_HLEN;
                 if elastic {
-                    f.rate.push(mgrp_clock::now_ns(), info.len);
+                    let now = mgrp_clock::now_ns();
+                    f.rate.push(now, info.len);
+                    f.wire_rate.push(now, info.len + ETH_HLEN as usize);
                 }
             });
             let pkt = Packet {

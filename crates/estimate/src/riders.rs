@@ -12,6 +12,9 @@
 //! trains sent near the rate the estimate rests on, not the average over every train (which
 //! slow streams, lasting longest, dominate: on `mgrp bench riders` that left pSLOW and pFAST
 //! reading 23% and 46% high).
+//!
+//! Elastic trains last while riders arrive, so their own span over-counts the host's rate; their
+//! displaced bits take the rate from a window the train does not choose ([`displaced_bits`]).
 
 use crate::{wire_bits, Estimate, Estimator, TrainResult, TrainSpec};
 use std::collections::VecDeque;
@@ -103,6 +106,30 @@ fn train_rate(obs: &TrainResult) -> Option<(f64, f64)> {
     Some((bits / planned * 1e9, span))
 }
 
+/// The host's bits a train displaced from the path while it was out. A rigid train's span does
+/// not depend on the host's traffic: its competing bytes are the count. An elastic train goes on
+/// while riders arrive (a burst during it stretches it by the time its probes take to carry the
+/// burst), so its span is chosen by the arrivals and arrivals / span reads the probes' carrying
+/// rate, not the host's (~2x on the testbed). Split the count as competing = arrived x share
+/// (share: what did not cross beside the train, of what the host handed over during it) and
+/// take the rate of arrivals from the host's rate over 200 ms before the train ended, a window
+/// the train does not choose: bits = host rate x share x span. A train nothing arrived during
+/// displaced all of the host's rate if nothing crossed beside it, none if something did.
+pub fn displaced_bits(obs: &TrainResult, span_ns: f64) -> f64 {
+    let Some(r) = obs.riders else {
+        return 0.0;
+    };
+    if r.host_bytes_per_s == 0 {
+        return r.competing_bytes as f64 * 8.0;
+    }
+    let share = match (r.arrived_bytes, r.beside_bytes) {
+        (0, 0) => 1.0,
+        (0, _) => 0.0,
+        (arrived, _) => (r.competing_bytes as f64 / arrived as f64).min(1.0),
+    };
+    r.host_bytes_per_s as f64 * 8.0 * share * span_ns / 1e9
+}
+
 impl<E: Estimator> Estimator for RiderAware<E> {
     fn poll_train(&mut self, now_ns: u64) -> Option<TrainSpec> {
         self.inner.poll_train(now_ns)
@@ -110,7 +137,7 @@ impl<E: Estimator> Estimator for RiderAware<E> {
 
     fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
         if let Some((rate_bps, span_ns)) = train_rate(obs) {
-            let competing_bits = obs.competing_bytes() as f64 * 8.0;
+            let competing_bits = displaced_bits(obs, span_ns);
             self.train_ns += span_ns;
             self.competing_bits += competing_bits;
             if self.trains.len() == MAX_TRAINS {
@@ -275,6 +302,113 @@ mod tests {
             e_avg > e_near + 0.05,
             "the all-trains average is the worse correction: {avg} ({e_avg} vs {e_near})"
         );
+    }
+
+    /// One elastic train as the engine sends it beside a host that hands over `burst` wire
+    /// bytes every `period` ns (the testbed's application: 5000 B every 10 ms): probes every
+    /// `gap` ns carry up to `pad` bytes each; the first `mandatory` leave whatever is held,
+    /// later ones only if something is held, the first that would leave empty ends the train.
+    /// It starts `phase` ns after a burst, with that burst held (the wait held it). Nothing
+    /// crosses beside it. Returns the train as the estimator sees it.
+    fn elastic_train(phase: u64, burst: u64, period: u64, host_bps: f64) -> TrainResult {
+        let (n, gap, pad, mandatory) = (50usize, 500_000u64, 560u64, 10usize);
+        let spec = TrainSpec::uniform(n, 800, gap);
+        let mut path = FluidPath::new(20e6, 100.0 * 1514.0, 10_000_000, None).unwrap();
+        let mut obs = path.send_train(0, &spec);
+        let (mut held, mut arrived, mut next_burst) = (burst, 0, period - phase);
+        let mut sent = n;
+        for i in 0..n {
+            let t = i as u64 * gap;
+            while next_burst <= t {
+                held += burst;
+                arrived += burst;
+                next_burst += period;
+            }
+            if i >= mandatory && held == 0 {
+                sent = i;
+                break;
+            }
+            held = held.saturating_sub(pad);
+        }
+        for p in &mut obs.probes[sent..] {
+            (p.sent_ns, p.rx_ns) = (None, None);
+        }
+        obs.riders = Some(crate::TrainRiderStats {
+            competing_bytes: arrived,
+            arrived_bytes: arrived,
+            host_bytes_per_s: (host_bps / 8.0) as u64,
+            ..Default::default()
+        });
+        obs
+    }
+
+    /// Elastic trains last while bursts arrive, so the host's bytes over a train's span read
+    /// the rate its probes carry them at, not the host's: a train that a burst reached mid-way
+    /// counts 5000 B over the ~9 ms it took to carry them (4.4 Mbit/s and more), one that no
+    /// burst reached counts none. Taken from the host's rate over a window the train does not
+    /// choose, every train displaced the host's 4 Mbit/s (nothing crossed beside any): the
+    /// correction no longer depends on where the train fell among the bursts.
+    #[test]
+    fn elastic_correction_does_not_depend_on_when_the_train_ended() {
+        let host = 4e6;
+        let (mut old, mut new) = (Vec::new(), Vec::new());
+        let mut est = RiderAware::new(Slops::new(SlopsParams::for_capacity(20e6, Pace::Fast)));
+        for phase in (0..40).map(|k| k * 250_000) {
+            let obs = elastic_train(phase, 5000, 10_000_000, host);
+            let (_, span) = train_rate(&obs).unwrap();
+            old.push(obs.competing_bytes() as f64 * 8.0 / span * 1e9);
+            new.push(displaced_bits(&obs, span) / span * 1e9);
+            est.handle_train(0, &obs);
+        }
+        let old_lo = old.iter().copied().fold(f64::MAX, f64::min);
+        let old_hi = old.iter().copied().fold(0.0, f64::max);
+
+        assert!(
+            old_lo == 0.0 && old_hi > 1.1 * host,
+            "span count swings: {old_lo}..{old_hi}"
+        );
+        for r in &new {
+            assert!(
+                (r - host).abs() < 1.0,
+                "every train displaced the host's rate: {r}"
+            );
+        }
+        let pooled = est.competing_bps();
+        assert!(
+            (pooled - host).abs() < 1.0,
+            "pooled over the trains: {pooled}"
+        );
+    }
+
+    /// What crossed beside an elastic train is not taken off: of what the host handed over
+    /// during it, the share that did not cross beside it is the share of the host's rate it
+    /// displaced. Rigid trains (no host rate) keep the count.
+    #[test]
+    fn elastic_share_and_rigid_count() {
+        let mut obs = elastic_train(9_000_000, 5000, 10_000_000, 4e6);
+        let (_, span) = train_rate(&obs).unwrap();
+        let r = obs.riders.as_mut().unwrap();
+        (r.competing_bytes, r.beside_bytes) = (1250, 3750);
+        let quarter = displaced_bits(&obs, span) / span * 1e9;
+        assert!(
+            (quarter - 1e6).abs() < 1.0,
+            "a quarter of 4 Mbit/s: {quarter}"
+        );
+        let r = obs.riders.as_mut().unwrap();
+        (r.arrived_bytes, r.competing_bytes, r.beside_bytes) = (0, 0, 1500);
+        assert_eq!(
+            displaced_bits(&obs, span),
+            0.0,
+            "only older bytes crossed beside it"
+        );
+        let r = obs.riders.as_mut().unwrap();
+        (
+            r.arrived_bytes,
+            r.competing_bytes,
+            r.beside_bytes,
+            r.host_bytes_per_s,
+        ) = (5000, 4000, 1000, 0);
+        assert_eq!(displaced_bits(&obs, span), 32_000.0, "rigid: the count");
     }
 
     /// A 10 Mbit/s path whose host sends 3 Mbit/s of its own beside 2 of cross traffic: A is 5.

@@ -1367,6 +1367,13 @@ fn trace_stream(
         held_bps,
         rider_bytes: riders.bytes,
         competing_bytes: riders.competing_bytes,
+        arrived_bytes: riders.arrived_bytes,
+        beside_bytes: riders.beside_bytes,
+        host_bytes_per_s: riders.host_bytes_per_s,
+        span_ns: {
+            let sent = || obs.probes.iter().filter_map(|p| p.sent_ns);
+            sent().max().unwrap_or(0) - sent().min().unwrap_or(0)
+        },
     });
 }
 

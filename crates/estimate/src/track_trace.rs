@@ -24,6 +24,12 @@ pub struct StreamRecord {
     /// Rider bytes carried and competing bytes (the host's traffic the train displaced).
     pub rider_bytes: u64,
     pub competing_bytes: u64,
+    /// What the host handed over while the train was out, its rate over the 200 ms before the
+    /// train ended (elastic trains; 0 otherwise), and the span of the probes that left.
+    pub arrived_bytes: u64,
+    pub beside_bytes: u64,
+    pub host_bytes_per_s: u64,
+    pub span_ns: u64,
 }
 
 const MAX_RECORDS: usize = 200_000;

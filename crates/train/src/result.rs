@@ -193,6 +193,17 @@ pub struct TrainRiderStats {
     /// How long the train waited for riders before it started, ns.
     #[serde(default)]
     pub wait_ns: u64,
+    /// What the host handed to the shim for the destination while the train was out (wire
+    /// bytes): `competing_bytes` is this less what crossed the path beside the train.
+    #[serde(default)]
+    pub arrived_bytes: u64,
+    /// What of the host's traffic (this or older) crossed the path beside the train, wire bytes.
+    #[serde(default)]
+    pub beside_bytes: u64,
+    /// Elastic trains: the host's rate to the destination over the 200 ms before the train
+    /// ended (wire bytes/s), a window the train's end does not choose; 0 for rigid trains.
+    #[serde(default)]
+    pub host_bytes_per_s: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
