@@ -944,7 +944,8 @@ impl Tracker {
         let Some(rate) = n.sent.take() else {
             return;
         };
-        let rate = rate - short;
+        // What it tested, never below 0 (a short stream's shift can exceed its rate).
+        let rate = (rate - short).max(0.0);
         let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
         let widening = n.flat.is_none() || n.rising.is_none();
         let trend = stream_trend(&owd, sent, &trend_params);
@@ -978,7 +979,13 @@ impl Tracker {
         let c = self.capacity_bps()?;
         // Sent higher for the length streams keep, below C (what is left of δ's shift is
         // taken off when it comes back).
-        let sent = (rate + self.length_offset_bps()).min(c * 0.995).max(rate);
+        // Never below the search's floor: bounds taken down for short streams can reach
+        // below 0 (a riders9 run sent a stream at -0.11 Mbit/s).
+        let floor = 0.5 * self.margin_bps();
+        let sent = (rate + self.length_offset_bps())
+            .min(c * 0.995)
+            .max(rate)
+            .max(floor);
         let t = self.stream(sent);
         let Phase::Narrow(n) = &mut self.phase else {
             return None;
@@ -1836,6 +1843,41 @@ mod tests {
                 "{cross}: phase readings started while riders rode"
             );
         }
+    }
+
+    /// A narrow re-search whose bounds were taken below 0 (short streams' shift; a testbed
+    /// run sent a stream at -0.11 Mbit/s) sends at its floor, half the margin, and a stream
+    /// that cannot have tested anything above 0 records 0.
+    #[test]
+    fn narrow_streams_never_go_below_the_floor() {
+        let mut p = path(20e6, "cbr:10mbit,size=500", 1);
+        p.idle_until(S / 2);
+        let mut t = Tracker::new(TrackParams {
+            capacity_bps: Some(20e6),
+            ..TrackParams::default()
+        })
+        .unwrap();
+        drive_rounds(&mut t, &mut p, 10 * S);
+        assert!(t.held.is_some(), "acquired");
+        t.phase = Phase::Narrow(Narrow {
+            flat: Some(-2e6),
+            rising: Some(1e6),
+            reach: 1e6,
+            sent: None,
+            streams: 0,
+            unknown: 0,
+        });
+        let spec = t.next_narrow_stream().expect("a stream");
+        let Phase::Narrow(n) = &t.phase else {
+            panic!("still narrowing")
+        };
+        let floor = 0.5 * t.margin_bps();
+        assert!(
+            floor > 0.0 && n.sent == Some(floor),
+            "{:?} vs {floor}",
+            n.sent
+        );
+        assert!(spec.probes.iter().all(|p| p.size >= 200));
     }
 
     /// A host that stalls the receiver: every other stream comes back with delays rising
