@@ -273,16 +273,45 @@ def live() -> Iterator[Live]:
             signal.signal(signal.SIGTERM, old_term)
 
 
+def per_cpu_steal_s() -> List[float]:
+    """Seconds the hypervisor stole from each CPU so far (/proc/stat, USER_HZ ticks); empty
+    where it cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            lines = [l.split() for l in f if l.startswith("cpu") and not l.startswith("cpu ")]
+        return [int(l[8]) / 100.0 for l in lines]
+    except (OSError, IndexError, ValueError):
+        return []
+
+
+# The Rust tests' rule (mgrp_testbed::stolen): a wait is disturbed when some CPU lost at least
+# 20 ms and 0.2% of it to steal. A quiet VM of this kind accrues ~0.05% per CPU; in its bursts
+# the agents themselves wait for CPU (a rehearsal on 2026-11-25: 8.5 s of 53 s stolen from one CPU).
+STOLEN_MIN_S, STOLEN_SHARE = 0.02, 0.002
+FIRST_ESTIMATES_S = 20
+# While steal is measured, the wait for the first estimates goes on up to this long.
+FIRST_ESTIMATES_STOLEN_S = 60
+
+
 @pytest.fixture(scope="session")
 def warm(live: Live) -> Live:
     """The live testbed once the schedule has stored its first estimates."""
     c = live.client()
     t0 = time.monotonic()
+    steal0 = per_cpu_steal_s()
     want = {"avail_bw", "capacity"}
     while True:
         have = {p.metric for p in c.paths()}
         if want <= have:
             return live
-        if time.monotonic() - t0 > 20:
-            pytest.fail(f"no {want - have} estimates within 20 s; /v1/paths: {c.paths()}\n{live.logs()}", pytrace=False)
+        waited = time.monotonic() - t0
+        if waited > FIRST_ESTIMATES_S:
+            lost = max((b - a for a, b in zip(steal0, per_cpu_steal_s())), default=0.0)
+            stolen = lost >= STOLEN_MIN_S and lost >= STOLEN_SHARE * waited
+            if not stolen or waited > FIRST_ESTIMATES_STOLEN_S:
+                pytest.fail(
+                    f"no {want - have} estimates within {waited:.0f} s (up to {lost:.2f} s stolen "
+                    f"from one CPU); /v1/paths: {c.paths()}\n{live.logs()}",
+                    pytrace=False,
+                )
         time.sleep(0.1)
