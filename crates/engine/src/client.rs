@@ -181,6 +181,8 @@ impl Session {
         let out = self.proto.begin_train(spec, planned + REPORT_GRACE)?;
         let (train, first_seq) = (out.train, out.first_seq);
         self.ctrl.send(&out.start)?;
+        // Read before the start is fixed: /proc/stat takes tens of µs, out of the lead.
+        let steal = mgrp_clock::steal::StealSnapshot::take();
         let start = mgrp_clock::now_ns() + LEAD_NS;
         let due_ns = spec.offsets().iter().map(|o| start + o).collect();
         let (riders, riders_done) = match (&self.riders, self.peer.ip()) {
@@ -192,7 +194,6 @@ impl Session {
             _ => (None, None),
         };
         let (done_tx, done_rx) = std::sync::mpsc::sync_channel(1);
-        let steal = mgrp_clock::steal::StealSnapshot::take();
         self.pacer.submit(Job {
             sock: self.udp.clone(),
             packets: out.packets,
