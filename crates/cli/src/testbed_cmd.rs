@@ -376,7 +376,7 @@ pub fn describe_capacity(c: &LinkCapacity) -> String {
             fmt_rate(c.configured_bps)
         ),
         Some(m) => format!(
-            "configured {}, measured {} ({:+.1}%){}",
+            "configured {}, measured {} ({:+.1}%){}{}",
             fmt_rate(c.configured_bps),
             fmt_rate(m),
             c.deviation() * 100.0,
@@ -384,6 +384,16 @@ pub fn describe_capacity(c: &LinkCapacity) -> String {
                 " — WARNING: the shaper misses its rate by more than 2%; the truth uses the measured rate"
             } else {
                 ""
+            },
+            if c.stolen_share > 0.02 {
+                format!(
+                    " — the host stole {:.0}% of a CPU while it was measured, so the link may be up to {} \
+                     (estimates judged against this truth read high by up to that much)",
+                    c.stolen_share * 100.0,
+                    fmt_rate(c.steal_corrected_bps())
+                )
+            } else {
+                String::new()
             }
         ),
     }

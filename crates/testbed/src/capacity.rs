@@ -35,6 +35,12 @@ const STALL_SHARE: f64 = 0.9;
 /// never idles, which makes the shaper's timer punctual and the reading optimistic (polled every
 /// 2 ms the flood read 2-3% above what a UDP flow got at 100-200 Mbit/s; every 25 ms, ~1%).
 const POLL: Duration = Duration::from_millis(100);
+/// A flood during which some CPU lost more than this share of the time to the hypervisor is
+/// run again (up to [`FLOOD_ROUNDS`] in all) and the least disturbed one kept: while a vCPU is
+/// held off, the shaper's timer does not fire and the flood reads the link low (one CI run read
+/// 17.0 Mbit/s on a 20 Mbit/s link while its two CPUs lost 28% and 19% of the time).
+const REFLOOD_SHARE: f64 = 0.02;
+const FLOOD_ROUNDS: usize = 3;
 
 /// The shaper's counters at one instant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -115,6 +121,11 @@ pub struct LinkCapacity {
     /// here, so it is not the path's bottleneck and the configured rate stands in.
     #[serde(default)]
     pub flood_too_slow: bool,
+    /// The largest share of the flood's time the hypervisor took from any one CPU (0 on a quiet
+    /// host, or where `/proc/stat` has no steal). A link read while its host stole reads low by
+    /// up to about this share: see [`LinkCapacity::steal_corrected_bps`].
+    #[serde(default)]
+    pub stolen_share: f64,
 }
 
 impl LinkCapacity {
@@ -124,7 +135,15 @@ impl LinkCapacity {
             measured_bps: None,
             backlogged_s: 0.0,
             flood_too_slow: false,
+            stolen_share: 0.0,
         }
+    }
+
+    /// The highest the link's rate can be, given the reading and the steal during it: the
+    /// measured rate over the share of time the host left the CPUs running. Equal to
+    /// [`LinkCapacity::bps`] on a quiet host.
+    pub fn steal_corrected_bps(&self) -> f64 {
+        self.bps() / (1.0 - self.stolen_share.clamp(0.0, 0.9))
     }
 
     /// The capacity the truth uses: measured where there is a measurement.
@@ -187,13 +206,38 @@ impl ShaperReader {
 }
 
 /// Flood the shaper at `at` with UDP sent along `flood` (which must cross it) at 1.25× the
-/// configured rate for about half a second, and measure what it drains while backlogged.
+/// configured rate for about a second, and measure what it drains while backlogged. A flood the
+/// host stole more than [`REFLOOD_SHARE`] from is run again (at most [`FLOOD_ROUNDS`] in all)
+/// and the least disturbed reading kept.
 pub fn measure(
     at: &ShaperAt,
     flood: &Endpoints,
     configured_bps: u64,
 ) -> Result<LinkCapacity, Error> {
     let mut reader = ShaperReader::open(at)?;
+    let mut best: Option<LinkCapacity> = None;
+    for _ in 0..FLOOD_ROUNDS {
+        let round = flood_once(&mut reader, flood, configured_bps)?;
+        if round.flood_too_slow {
+            return Ok(round);
+        }
+        let calm = round.stolen_share <= REFLOOD_SHARE;
+        if best.is_none_or(|b| round.stolen_share < b.stolen_share) {
+            best = Some(round);
+        }
+        if calm {
+            break;
+        }
+    }
+    Ok(best.expect("at least one round"))
+}
+
+/// One flood and its reading.
+fn flood_once(
+    reader: &mut ShaperReader,
+    flood: &Endpoints,
+    configured_bps: u64,
+) -> Result<LinkCapacity, Error> {
     let rate = (configured_bps as f64 * FLOOD_FACTOR) as u64;
     let pattern = CrossPattern::parse(&format!("cbr:{rate}bit"))?;
     let total = FLOOD_WARMUP + FLOOD_MEASURE;
@@ -203,12 +247,16 @@ pub fn measure(
     };
     let gen = CrossTraffic::start_between(flood, &pattern, &opts)?;
     std::thread::sleep(FLOOD_WARMUP);
+    let steal = mgrp_clock::steal::StealSnapshot::take();
     let end = crate::clock::now_ns() + FLOOD_MEASURE.as_nanos() as u64;
     let mut samples = Vec::with_capacity(512);
     while crate::clock::now_ns() < end && samples.len() < 4096 {
         samples.push(reader.sample()?);
         std::thread::sleep(POLL);
     }
+    let stolen_share = steal
+        .and_then(|s| s.elapsed())
+        .map_or(0.0, |s| s.max_cpu_s() / s.window_s.max(1e-3));
     let report = gen.stop()?;
     if report.sent_packets == 0 {
         return Err(Error::Setup(format!(
@@ -232,6 +280,7 @@ pub fn measure(
         measured_bps: Some(drain.bps),
         backlogged_s: drain.backlogged_s,
         flood_too_slow: false,
+        stolen_share,
     })
 }
 
@@ -333,8 +382,14 @@ mod tests {
             measured_bps: Some(96.2e6),
             backlogged_s: 0.4,
             flood_too_slow: false,
+            stolen_share: 0.0,
         };
         assert!((c.deviation() + 0.038).abs() < 1e-9);
+        assert_eq!(
+            c.steal_corrected_bps(),
+            96.2e6,
+            "a quiet host's reading stands"
+        );
         assert!(c.off_target());
         assert_eq!(c.bps(), 96.2e6);
         let ok = LinkCapacity {
@@ -343,5 +398,16 @@ mod tests {
         };
         assert!(!ok.off_target());
         assert_eq!(LinkCapacity::configured(20e6).bps(), 20e6);
+        let stolen = LinkCapacity {
+            measured_bps: Some(15e6),
+            stolen_share: 0.25,
+            ..c
+        };
+        assert!((stolen.steal_corrected_bps() - 20e6).abs() < 1e-6);
+        let absurd = LinkCapacity {
+            stolen_share: 3.0,
+            ..stolen
+        };
+        assert!(absurd.steal_corrected_bps().is_finite());
     }
 }
