@@ -323,6 +323,8 @@ struct Narrow {
     streams: u32,
     /// Streams whose trend test could not decide, in a row.
     unknown: u32,
+    /// Streams sent again because the host stole CPU while they were out.
+    stolen: u32,
 }
 
 enum Phase {
@@ -358,6 +360,8 @@ pub struct TrackStats {
     pub fall_hints: u32,
     /// Check streams sent again because the host stole CPU while they were out.
     pub stolen_repeats: u32,
+    /// Narrow re-search streams sent again for the same reason.
+    pub stolen_narrow_repeats: u32,
     /// Times hold checks gave way to phase readings, and readings taken.
     pub phase_starts: u32,
     pub readings: u32,
@@ -875,6 +879,7 @@ impl Tracker {
             sent: None,
             streams: 0,
             unknown: 0,
+            stolen: 0,
         }
     }
 
@@ -946,6 +951,13 @@ impl Tracker {
         };
         // What it tested, never below 0 (a short stream's shift can exceed its rate).
         let rate = (rate - short).max(0.0);
+        if obs.stats.stolen() && n.stolen < SHORT_REPEATS {
+            // The host stole CPU while it was out: its stamps may be a batch, which reads as
+            // any trend. The same rate again (bounded, and each counts against the streams).
+            n.stolen += 1;
+            self.stats.stolen_narrow_repeats += 1;
+            return;
+        }
         let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
         let widening = n.flat.is_none() || n.rising.is_none();
         let trend = stream_trend(&owd, sent, &trend_params);
@@ -1866,6 +1878,7 @@ mod tests {
             sent: None,
             streams: 0,
             unknown: 0,
+            stolen: 0,
         });
         let spec = t.next_narrow_stream().expect("a stream");
         let Phase::Narrow(n) = &t.phase else {
@@ -1963,6 +1976,55 @@ mod tests {
         assert!(marked.2 > 0 && unmarked.2 == 0, "{res:?}");
         assert!(marked.0 <= 0.05 && marked.1 <= 0.20, "{marked:?}");
         assert!(unmarked.1 > marked.1, "{res:?}");
+    }
+
+    /// A narrow re-search (after a step) sends a stream the host stole from again instead of
+    /// judging it: with every other stream reading a false rise, the tracker lands its
+    /// re-searches where a quiet host's would when those streams are marked stolen; judged,
+    /// the false rises walk the bracket down (a demo on a stealing host read 2.4 Mbit/s for 9.4).
+    #[test]
+    fn narrow_re_searches_send_stolen_streams_again() {
+        let cross = "step:4,10,6mbit,every=20s,size=500";
+        let mut res = Vec::new();
+        for mark in [true, false] {
+            let mut p = path(20e6, cross, 1);
+            p.idle_until(S / 2);
+            let mut t = Tracker::new(TrackParams {
+                capacity_bps: Some(20e6),
+                ..TrackParams::default()
+            })
+            .unwrap();
+            let mut st = Stall {
+                inner: Rounds {
+                    t: &mut t,
+                    out: Vec::new(),
+                    recorded: 0,
+                },
+                n: 0,
+                mark,
+            };
+            drive(&mut st, &mut p, 60 * S);
+            let out = std::mem::take(&mut st.inner.out);
+            let r = run_of(out, t.stats(), &p);
+            let mut errs: Vec<f64> = r.held.iter().map(|(_, e, t)| rel(e, *t, 20e6)).collect();
+            errs.sort_by(f64::total_cmp);
+            let n = errs.len();
+            println!(
+                "marked {mark}: median {:.3} p90 {:.3} max {:.3} (n {n}), changes {}, repeats {}, narrow repeats {}",
+                errs[n / 2],
+                errs[n * 9 / 10],
+                errs[n - 1],
+                r.stats.changes,
+                r.stats.stolen_repeats,
+                r.stats.stolen_narrow_repeats
+            );
+            res.push((errs[n / 2], errs[n * 9 / 10], r.stats.stolen_narrow_repeats));
+        }
+        // Measured (deterministic): marked 0.4% median (60.8% before narrow streams were sent
+        // again), unmarked 26.0%.
+        let (marked, unmarked) = (res[0], res[1]);
+        assert!(marked.2 > 0 && unmarked.2 == 0, "{res:?}");
+        assert!(marked.0 <= 0.05 && unmarked.0 > 0.2, "{res:?}");
     }
 
     /// Phase readings stay off while the tracker's streams carry riders (a reading's few
