@@ -104,6 +104,7 @@ fn auto_matches_ground_truth_under_cbr() {
             let gen = CrossTraffic::start(&tb, &cross, BASE_PORT, &GenOptions::default()).unwrap();
             std::thread::sleep(Duration::from_millis(300));
             let t0 = mgrp_testbed::clock::now_ns();
+            let steal = mgrp_clock::steal::StealSnapshot::take();
             let peer = Role::Rcv.addr().to_string();
             let o = estimate(
                 &tb,
@@ -131,7 +132,22 @@ fn auto_matches_ground_truth_under_cbr() {
                     v["estimate"]["value_bps"].as_f64().unwrap()
                 })
                 .collect();
-            assert!(values.len() >= 3, "{mbit} Mbit/s: {values:?}");
+            // Three estimates in 4 s on a quiet host (3–4 at 20 Mbit/s, 4–7 at 100 here).
+            // Streams the host stole CPU from are sent again (up to 3 times each), so while it
+            // steals `auto` gives fewer: one CI attempt gave 0, 1, 4 and 2 with one CPU losing
+            // 26%, 22%, 7% and 3%; then one is asked for, and the accuracy below is judged as ever.
+            let stolen = steal.and_then(|s| s.elapsed()).filter(|s| {
+                s.disturbed(
+                    mgrp_testbed::stolen::MIN_STOLEN_S,
+                    mgrp_testbed::stolen::STOLEN_SHARE,
+                )
+            });
+            let need = if stolen.is_some() { 1 } else { 3 };
+            assert!(
+                values.len() >= need,
+                "{mbit} Mbit/s: {values:?} ({})",
+                stolen.map_or("no steal".into(), |s| s.to_string())
+            );
             values.sort_by(f64::total_cmp);
             let median = values[values.len() / 2];
             eprintln!(
@@ -143,9 +159,16 @@ fn auto_matches_ground_truth_under_cbr() {
             // issue 20's to fix (estimates an application can act on); here it is held to 20%, the
             // worst seen plus margin, and 20 Mbit/s (within 1% in every run) to 10%.
             let bound = if mbit <= 20 { 0.10 } else { 0.20 };
+            // A capacity flood the host stole from reads the link low by up to the share it
+            // stole (`LinkCapacity::steal_corrected_bps`), and the truth (C − X) with it; one
+            // CI attempt read its truth at 8.06 for 10 Mbit/s. On a quiet host the band is the
+            // truth's.
+            let truth_hi = truth + (tb.capacity().steal_corrected_bps() - m);
             assert!(
-                (median - truth).abs() <= bound * truth,
-                "{mbit} Mbit/s: median {median} vs truth {truth}, all {values:?}"
+                median >= truth * (1.0 - bound) && median <= truth_hi * (1.0 + bound),
+                "{mbit} Mbit/s: median {median} vs truth {truth} (up to {truth_hi} for steal \
+                 during the capacity flood: {:?}), all {values:?}",
+                tb.capacity()
             );
             // The truth is C_measured − X (2%: the generator's error at the counters is < 0.5%).
             assert!(
