@@ -94,6 +94,9 @@ pub struct Row {
     pub follow_s: Vec<Option<f64>>,
     /// Mean truth over the run (bit/s).
     pub truth_bps: f64,
+    /// The bottleneck's capacity as the testbed's flood measured it (the truth's C), with the
+    /// share of a CPU the host stole while it did.
+    pub link: mgrp_testbed::capacity::LinkCapacity,
     /// With an application flow: its rate (bit/s of TCP payload the sink read), riders on.
     pub app_bps: Option<f64>,
     /// With an application flow: what the bottleneck counted from the sender beyond the
@@ -348,6 +351,7 @@ fn scenario(
         p90_err: q(0.9),
         follow_s,
         truth_bps: window.avail_bps,
+        link: tb.capacity(),
         app_bps,
         added_load_share: app_frames_bps.map(|f| (window.offered_fg_bps - f) / c),
         elastic: cfg.app_flow && cfg.elastic,
