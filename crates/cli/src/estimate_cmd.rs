@@ -54,6 +54,10 @@ struct Report {
     available: Option<Estimate>,
     elapsed_s: f64,
     interrupted: bool,
+    /// Trains sent, and those the host stole CPU from while they were out (sent again: on a
+    /// VM whose hypervisor steals, estimates take longer and this says why).
+    trains: u32,
+    stolen_trains: u32,
 }
 
 fn show(e: &Estimate) -> String {
@@ -102,10 +106,15 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     let t0 = Instant::now();
     let deadline = t0 + a.duration;
     let stop = crate::signals::interrupted;
+    // Trains sent and stolen from, over every round.
+    let (trains, stolen) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
+    let (trains_ref, stolen_ref) = (&trains, &stolen);
     // A progress line (stderr) whenever the estimate moves.
     let progress = |phase: &'static str| {
         let mut last: Option<(f64, f64)> = None;
         move |p: &Progress| {
+            trains_ref.set(trains_ref.get() + 1);
+            stolen_ref.set(stolen_ref.get() + p.stolen as u32);
             let now = p.estimate.as_ref().map(|e| (e.low_bps, e.high_bps));
             if now == last {
                 return;
@@ -131,6 +140,8 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         available: None,
         elapsed_s: 0.0,
         interrupted: false,
+        trains: 0,
+        stolen_trains: 0,
     };
     let mut capacity = a.capacity.map(|c| c as f64);
     if tracking {
@@ -185,6 +196,15 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     }
     report.elapsed_s = t0.elapsed().as_secs_f64();
     report.interrupted = stop();
+    report.trains = trains.get();
+    report.stolen_trains = stolen.get();
+    if report.stolen_trains > 0 {
+        eprintln!(
+            "note: the host stole CPU while {} of {} trains were out (/proc/stat steal); they \
+             were sent again, which is why this took longer",
+            report.stolen_trains, report.trains
+        );
+    }
     if a.continuous {
         return Ok(());
     }

@@ -86,6 +86,19 @@ fn estimate_errors_are_clear() {
     let o = estimate(&tb, &[&peer, "--duration", "5s"], Some(OTHER_KEY));
     assert!(!o.status.success());
     assert!(stderr(&o).to_lowercase().contains("key"), "{}", stderr(&o));
+    // With the right key, a one-shot estimate's JSON says how many trains it sent and how
+    // many of them the host stole CPU from (those were sent again).
+    let o = estimate(
+        &tb,
+        &[&peer, "--method", "capacity", "--duration", "10s", "--json"],
+        Some(KEY),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let trains = v["trains"].as_u64().unwrap();
+    assert!(trains >= 1, "{v}");
+    assert!(v["stolen_trains"].as_u64().unwrap() <= trains, "{v}");
+    assert!(v["capacity"]["value_bps"].as_f64().unwrap() > 0.0, "{v}");
 }
 
 /// One CBR case per capacity, `auto` in continuous mode for a few seconds: the median of its

@@ -14,6 +14,8 @@ pub struct Progress {
     pub elapsed: Duration,
     pub estimate: Option<Estimate>,
     pub flagged: bool,
+    /// The host stole CPU while this train was out (its estimator sends such trains again).
+    pub stolen: bool,
 }
 
 /// Run `est` until it is done, `deadline` passes or `stop()` says so, calling `progress` after
@@ -49,6 +51,7 @@ pub fn run_estimator(
                     elapsed: t0.elapsed(),
                     estimate: est.estimate(),
                     flagged: r.stats.flagged,
+                    stolen: r.stats.stolen(),
                 });
             }
             None => {
