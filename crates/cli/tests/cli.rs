@@ -317,7 +317,9 @@ fn run_with_estimates_beside_truth() {
         let measured = v["capacity"]["measured_bps"].as_f64().unwrap();
         let after = v["capacity_after"]["measured_bps"].as_f64().unwrap();
         let corrected = |c: &serde_json::Value| {
-            c["measured_bps"].as_f64().unwrap() / (1.0 - c["stolen_share"].as_f64().unwrap())
+            serde_json::from_value::<mgrp_testbed::capacity::LinkCapacity>(c.clone())
+                .unwrap()
+                .steal_corrected_bps()
         };
         let lo = measured.min(after);
         let hi = corrected(&v["capacity"]).max(corrected(&v["capacity_after"]));

@@ -63,6 +63,15 @@ impl Steal {
         self.stolen_s.iter().copied().fold(0.0, f64::max)
     }
 
+    /// The most any one CPU lost, as a share of the window (0 for an empty window).
+    pub fn max_share(&self) -> f64 {
+        if self.window_s > 0.0 {
+            self.max_cpu_s() / self.window_s
+        } else {
+            0.0
+        }
+    }
+
     /// All CPUs together, in seconds.
     pub fn total_s(&self) -> f64 {
         self.stolen_s.iter().sum()
@@ -140,6 +149,12 @@ mod tests {
         );
         assert_eq!(s.window_s, 10.0);
         assert!((s.total_s() - 0.03).abs() < 1e-12);
+        assert!((s.max_share() - 0.003).abs() < 1e-12);
+        let empty = Steal {
+            window_s: 0.0,
+            stolen_s: vec![0.01],
+        };
+        assert_eq!(empty.max_share(), 0.0, "no window, no share");
         // 30 ms in 10 s: over a 20 ms floor but under 0.5% of the window.
         assert!(s.disturbed(0.02, 0.002));
         assert!(!s.disturbed(0.02, 0.005));

@@ -226,13 +226,13 @@ pub fn measure(
         if round > 0 {
             wait_for_quiet();
         }
-        let round = flood_once(&mut reader, flood, configured_bps)?;
-        if round.flood_too_slow {
-            return Ok(round);
+        let reading = flood_once(&mut reader, flood, configured_bps)?;
+        if reading.flood_too_slow {
+            return Ok(reading);
         }
-        let calm = round.stolen_share <= REFLOOD_SHARE;
-        if best.is_none_or(|b| round.stolen_share < b.stolen_share) {
-            best = Some(round);
+        let calm = reading.stolen_share <= REFLOOD_SHARE;
+        if best.is_none_or(|b| reading.stolen_share < b.stolen_share) {
+            best = Some(reading);
         }
         if calm {
             break;
@@ -281,7 +281,7 @@ fn flood_once(
     }
     let stolen_share = steal
         .and_then(|s| s.elapsed())
-        .map_or(0.0, |s| s.max_cpu_s() / s.window_s.max(1e-3));
+        .map_or(0.0, |s| s.max_share());
     let report = gen.stop()?;
     if report.sent_packets == 0 {
         return Err(Error::Setup(format!(

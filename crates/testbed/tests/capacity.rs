@@ -15,8 +15,7 @@ fn measured_capacity_is_what_a_saturating_flow_gets() {
             let m0 = at_up.measured_bps.expect("measured at up");
             // The most any CPU lost while a flow ran, as a share of its time.
             let stolen_share = |s: Option<mgrp_clock::steal::StealSnapshot>| {
-                s.and_then(|s| s.elapsed())
-                    .map_or(0.0, |s| s.max_cpu_s() / s.window_s.max(1e-3))
+                s.and_then(|s| s.elapsed()).map_or(0.0, |s| s.max_share())
             };
             let steal = mgrp_clock::steal::StealSnapshot::take();
             let udp_w = capacity::saturating_flow_window(
