@@ -22,10 +22,20 @@ fn estimate(tb: &Testbed, args: &[&str], key: Option<&str>) -> Output {
     c.output().unwrap()
 }
 
-/// The two tests that judge estimates against the truth take turns: run together on two
-/// cores, each one's pacer, shaper and cross traffic slow the other's (a CI run had both read
-/// their truth ~20% low at once).
+/// The tests of this file take turns: run together on two cores, each one's pacer, shaper and
+/// cross traffic slow the other's (a CI run had both judged tests read their truth ~20% low at
+/// once; a later one had `auto` read 20 Mbit/s 6–12% low on a quiet host while the error test
+/// flooded its own 100 Mbit/s testbed and paced its capacity trains beside it).
 static JUDGED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Cross traffic for a judged run: a source that fell behind skips what it owes instead of
+/// sending it back to back (`GenOptions::max_late`).
+fn judged_cross() -> GenOptions {
+    GenOptions {
+        max_late: Some(mgrp_testbed::generator::DEFAULT_MAX_LATE),
+        ..Default::default()
+    }
+}
 
 fn judged() -> std::sync::MutexGuard<'static, ()> {
     JUDGED.lock().unwrap_or_else(|e| e.into_inner())
@@ -44,6 +54,7 @@ fn testbed(mbit: u64) -> Testbed {
 
 #[test]
 fn estimate_errors_are_clear() {
+    let _turn = judged();
     let tb = testbed(100);
     let peer = Role::Rcv.addr().to_string();
     // A peer with no agent: refused at once, and the message says what to check.
@@ -114,7 +125,7 @@ fn auto_matches_ground_truth_under_cbr() {
             let _agent = AgentProc::start(&tb, Role::Rcv, None, None);
             let sampler = TruthSampler::start(&tb, Duration::from_millis(50)).unwrap();
             let cross = CrossPattern::parse(&format!("cbr:{}mbit", mbit / 2)).unwrap();
-            let gen = CrossTraffic::start(&tb, &cross, BASE_PORT, &GenOptions::default()).unwrap();
+            let gen = CrossTraffic::start(&tb, &cross, BASE_PORT, &judged_cross()).unwrap();
             std::thread::sleep(Duration::from_millis(300));
             let t0 = mgrp_testbed::clock::now_ns();
             let steal = mgrp_clock::steal::StealSnapshot::take();
@@ -133,7 +144,7 @@ fn auto_matches_ground_truth_under_cbr() {
                 Some(KEY),
             );
             let t1 = mgrp_testbed::clock::now_ns();
-            gen.stop().unwrap();
+            let sent = gen.stop().unwrap();
             assert!(o.status.success(), "{}", stderr(&o));
             let truth = sampler.stop().unwrap().window(t0, t1).unwrap().avail_bps;
             let m = tb.capacity().bps();
@@ -170,7 +181,10 @@ fn auto_matches_ground_truth_under_cbr() {
             // At 100 Mbit/s `auto` reads low under MTU-sized CBR on this VM: medians 7%, 15% and
             // 16% below the measured truth in five runs (every estimate of a run below it). That is
             // issue 20's to fix (estimates an application can act on); here it is held to 20%, the
-            // worst seen plus margin, and 20 Mbit/s (within 1% in every run) to 10%.
+            // worst seen plus margin, and 20 Mbit/s to 10%: within 1% in five runs of an earlier
+            // day; −1.6…+5.8% in six runs on 2026-11-25 (two with an unrelated process spinning
+            // on a core), −11.7% in the one CI run where this file's error test ran beside it
+            // (since then the tests take turns).
             let bound = if mbit <= 20 { 0.10 } else { 0.20 };
             // A capacity flood the host stole from reads the link low by up to the share it
             // stole (`LinkCapacity::steal_corrected_bps`), and the truth (C − X) with it; one
@@ -183,10 +197,13 @@ fn auto_matches_ground_truth_under_cbr() {
                  during the capacity flood: {:?}), all {values:?}",
                 tb.capacity()
             );
-            // The truth is C_measured − X (2%: the generator's error at the counters is < 0.5%).
+            // The truth is C_measured − X, X the half of C the source sent (less what it skipped
+            // for being late; 2%: the generator's error at the counters is < 0.5%).
+            let skipped = sent.skipped_late as f64 / (sent.sent_packets + sent.skipped_late) as f64;
+            let x = c / 2.0 * (1.0 - skipped);
             assert!(
-                (truth / (m - c / 2.0) - 1.0).abs() < 0.02,
-                "truth {truth}, measured capacity {m}"
+                (truth / (m - x) - 1.0).abs() < 0.02,
+                "truth {truth}, measured capacity {m}, cross {x} ({sent:?})"
             );
         }
     })
@@ -204,7 +221,7 @@ fn continuous_tracks_by_default() {
         let _agent = AgentProc::start(&tb, Role::Rcv, None, None);
         let sampler = TruthSampler::start(&tb, Duration::from_millis(50)).unwrap();
         let cross = CrossPattern::parse("cbr:10mbit").unwrap();
-        let gen = CrossTraffic::start(&tb, &cross, BASE_PORT, &GenOptions::default()).unwrap();
+        let gen = CrossTraffic::start(&tb, &cross, BASE_PORT, &judged_cross()).unwrap();
         std::thread::sleep(Duration::from_millis(300));
         let t0 = mgrp_testbed::clock::now_ns();
         let peer = Role::Rcv.addr().to_string();

@@ -521,6 +521,7 @@ fn one_run(cfg: &ProxyBenchConfig, run: usize, hooks: Hooks) -> Result<RunRow> {
     let flows = tb.start_flows(&GenOptions {
         spin: Duration::from_micros(50),
         max_duration: Duration::from_secs_f64(cfg.duration_s + 2.0),
+        ..Default::default()
     })?;
     let since = move || now_ns().saturating_sub(t0) as f64 / 1e9;
     let end_s = cfg.duration_s;

@@ -182,9 +182,14 @@ pub fn run(cfg: &RunConfig, hooks: Hooks, on_event: &mut dyn FnMut(Event)) -> Re
     }
     let patterns = &cfg.cross;
     let sampler = TruthSampler::start(&tb, cfg.bin)?;
+    // Estimates are judged against this truth: a source that fell behind skips what it owes
+    // rather than bursting it (`GenOptions::max_late`).
+    let judged = cfg.estimate.is_some() || cfg.track || cfg.dashboard.is_some();
     let opts = GenOptions {
         spin: cfg.spin,
         max_duration: cfg.duration + Duration::from_secs(1),
+        max_late: judged.then_some(mgrp_testbed::generator::DEFAULT_MAX_LATE),
+        ..Default::default()
     };
     let mut gens = Vec::new();
     for (i, p) in patterns.iter().enumerate() {

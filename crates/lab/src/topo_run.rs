@@ -80,6 +80,7 @@ pub fn run(
     let gens = tb.start_flows(&GenOptions {
         spin: cfg.spin,
         max_duration: cfg.duration + Duration::from_secs(1),
+        ..Default::default()
     })?;
     let links = sampler.truth().links;
     let start = sampler.truth().origin_ns;

@@ -62,6 +62,7 @@ fn forwards_to_the_better_path_and_keeps_serving_without_the_agent() {
         .start_flows(&GenOptions {
             spin: Duration::from_micros(50),
             max_duration: Duration::from_secs(60),
+            ..Default::default()
         })
         .unwrap();
     let proxy = rig.proxy.clone().unwrap();

@@ -266,8 +266,11 @@ fn flood_once(
     let rate = (configured_bps as f64 * FLOOD_FACTOR) as u64;
     let pattern = CrossPattern::parse(&format!("cbr:{rate}bit"))?;
     let total = FLOOD_WARMUP + FLOOD_MEASURE;
+    // A flood sends above C without pause, so it stays under the normal scheduler: real-time, it
+    // would hold its CPU from every other task for the whole flood.
     let opts = GenOptions {
         max_duration: total + Duration::from_millis(100),
+        realtime: false,
         ..Default::default()
     };
     let gen = CrossTraffic::start_between(flood, &pattern, &opts)?;
@@ -331,8 +334,10 @@ pub fn saturating_flow_window(
         dst_ns: tb.ns(Role::Rcv),
         dst: std::net::SocketAddr::new(Role::Rcv.addr().parse().expect("valid address"), port),
     };
+    // Saturating: under the normal scheduler, as the capacity flood.
     let opts = GenOptions {
         max_duration: Duration::from_secs_f64(secs + 1.0),
+        realtime: false,
         ..Default::default()
     };
     let gen = CrossTraffic::start_between(&ends, &CrossPattern::parse(pattern)?, &opts)?;
