@@ -19,6 +19,9 @@ pub fn run(b: AccuracyBench) -> Result<()> {
         loads: b.loads,
         methods: methods.clone(),
         reps: b.reps,
+        max_late: b
+            .skip_late
+            .then_some(mgrp_testbed::generator::DEFAULT_MAX_LATE),
     };
     let runs = mgrp_lab::accuracy::run(&cfg, crate::signals::hooks())?;
     let json = serde_json::to_string_pretty(&runs)?;

@@ -75,6 +75,11 @@ pub struct AccuracyBench {
     pub methods: Vec<String>,
     #[arg(long, default_value_t = 2)]
     pub reps: u32,
+    /// UDP cross sources skip departures more than 1 ms late instead of sending them back to
+    /// back (as `testbed run --estimate` does); off by default so grids stay comparable with
+    /// the results kept so far.
+    #[arg(long)]
+    pub skip_late: bool,
     #[arg(long)]
     pub json: bool,
     /// Write the runs' JSON to this file.

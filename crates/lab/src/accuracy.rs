@@ -6,7 +6,7 @@ use mgrp_engine::client::Session;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::methods::Method;
 use mgrp_estimate::{Estimate, Estimator};
-use mgrp_testbed::generator::CrossTraffic;
+use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
 use mgrp_testbed::{CrossPattern, DelayMode, Testbed, TestbedConfig, TruthSampler};
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -23,6 +23,9 @@ pub struct AccuracyConfig {
     /// Methods that estimate available bandwidth.
     pub methods: Vec<Method>,
     pub reps: u32,
+    /// Cross sources skip departures later than this (`GenOptions::max_late`); `None` sends
+    /// them all.
+    pub max_late: Option<Duration>,
 }
 
 /// One estimator run, timed on CLOCK_MONOTONIC.
@@ -193,7 +196,14 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                 pattern(&kind, load.unwrap_or(0), c)?
             };
             let sampler = TruthSampler::start(&tb, Duration::from_millis(50))?;
-            let gen = CrossTraffic::start_if(&tb, p.as_ref())?;
+            let opts = GenOptions {
+                max_late: cfg.max_late,
+                ..Default::default()
+            };
+            let gen = p
+                .as_ref()
+                .map(|p| CrossTraffic::start(&tb, p, BASE_PORT, &opts))
+                .transpose()?;
             // TCP needs its slow start behind it; UDP a moment to fill the queue's steady state.
             std::thread::sleep(Duration::from_millis(if kind.starts_with("tcp") {
                 2000
@@ -295,6 +305,7 @@ mod tests {
             loads: vec![0, 50],
             methods: vec![Method::Auto, Method::Chirp],
             reps: 1,
+            max_late: None,
         }
     }
 
