@@ -22,6 +22,8 @@ pub fn run(b: AccuracyBench) -> Result<()> {
         max_late: b
             .skip_late
             .then_some(mgrp_testbed::generator::DEFAULT_MAX_LATE),
+        drain_after: b.drain_after,
+        realtime_cross: b.realtime_cross,
     };
     let runs = mgrp_lab::accuracy::run(&cfg, crate::signals::hooks())?;
     let json = serde_json::to_string_pretty(&runs)?;
@@ -161,27 +163,7 @@ fn table(out: &mut String, runs: &[Run], methods: &[String]) {
         out,
         "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
-    let mut keys: Vec<(u64, String, Option<u32>, String)> = runs
-        .iter()
-        .map(|r| {
-            (
-                r.capacity_mbit as u64,
-                r.kind.clone(),
-                r.load_pct,
-                r.method.clone(),
-            )
-        })
-        .collect();
-    keys.dedup();
-    keys.sort();
-    keys.dedup();
-    for (c, kind, load, m) in keys {
-        let r: Vec<&Run> = runs
-            .iter()
-            .filter(|r| {
-                r.capacity_mbit as u64 == c && r.kind == kind && r.load_pct == load && r.method == m
-            })
-            .collect();
+    for ((c, kind, load, m), r) in cells(runs.iter()) {
         let errs: Vec<f64> = r.iter().filter_map(|r| r.rel_error).collect();
         w!(
             out,
@@ -199,6 +181,66 @@ fn table(out: &mut String, runs: &[Run], methods: &[String]) {
             q(r.iter().filter_map(|r| r.timescale_ms).collect(), 0.5),
             q(r.iter().map(|r| r.final_s).collect(), 0.5),
             q(r.iter().map(|r| r.probe_bytes as f64 / 1e3).collect(), 0.5)
+        );
+    }
+    drains(out, runs);
+}
+
+/// A grid cell: capacity (Mbit/s), cross kind, load, method.
+type Cell = (u64, String, Option<u32>, String);
+
+/// The runs grouped by cell, cells in order.
+fn cells<'a>(runs: impl Iterator<Item = &'a Run>) -> Vec<(Cell, Vec<&'a Run>)> {
+    let mut by: std::collections::BTreeMap<Cell, Vec<&'a Run>> = Default::default();
+    for r in runs {
+        let key = (
+            r.capacity_mbit as u64,
+            r.kind.clone(),
+            r.load_pct,
+            r.method.clone(),
+        );
+        by.entry(key).or_default().push(r);
+    }
+    by.into_iter().collect()
+}
+
+/// With `--drain-after`: the signed median error per cell against the truth from the flood at
+/// start (the grid's truth) and against the truth from the drain measured right after each run.
+fn drains(out: &mut String, runs: &[Run]) {
+    if runs.iter().all(|r| r.truth_drain_mbit.is_none()) {
+        return;
+    }
+    w!(out, "\nTruth from the flood at start vs from a 1 s flood on top of the cross traffic right after each run (signed medians: − = estimate below):");
+    w!(out, "| C | cross | load | method | runs | C at start | drain after (median, min) | estimate | truth (start) | truth (drain) | signed err (start) | signed err (drain) |");
+    w!(
+        out,
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for ((c, kind, load, m), r) in cells(runs.iter().filter(|r| r.truth_drain_mbit.is_some())) {
+        let signed = |truth: &dyn Fn(&Run) -> Option<f64>| {
+            q(
+                r.iter()
+                    .filter_map(|r| {
+                        Some((r.estimate_mbit? - truth(r)?) / truth(r)?.max(0.05 * c as f64))
+                    })
+                    .collect(),
+                0.5,
+            ) * 100.0
+        };
+        let drains: Vec<f64> = r.iter().filter_map(|r| r.drain_mbit).collect();
+        w!(
+            out,
+            "| {c} | {kind} | {} | {m} | {} | {:.2} | {:.2}, {:.2} | {:.2} | {:.2} | {:.2} | {:+.1}% | {:+.1}% |",
+            load.map(|l| format!("{l}%")).unwrap_or_else(|| "—".into()),
+            r.len(),
+            q(r.iter().filter_map(|r| r.capacity_measured_mbit).collect(), 0.5),
+            q(drains.clone(), 0.5),
+            q(drains, 0.0),
+            q(r.iter().filter_map(|r| r.estimate_mbit).collect(), 0.5),
+            q(r.iter().map(|r| r.truth_mbit).collect(), 0.5),
+            q(r.iter().filter_map(|r| r.truth_drain_mbit).collect(), 0.5),
+            signed(&|r| Some(r.truth_mbit).filter(|t| t.is_finite())),
+            signed(&|r| r.truth_drain_mbit),
         );
     }
 }

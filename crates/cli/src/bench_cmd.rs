@@ -80,6 +80,15 @@ pub struct AccuracyBench {
     /// the results kept so far.
     #[arg(long)]
     pub skip_late: bool,
+    /// After each run, flood the bottleneck on top of the cross traffic for 1 s and report the
+    /// error against the truth with that drain as the capacity too (is a bias the estimator's
+    /// or the flood-at-start truth's?).
+    #[arg(long)]
+    pub drain_after: bool,
+    /// Run the UDP cross sources under SCHED_FIFO (priority 20) instead of the normal scheduler
+    /// (off by default: at 100 Mbit/s they made `auto` worse, docs/estimators.md).
+    #[arg(long)]
+    pub realtime_cross: bool,
     #[arg(long)]
     pub json: bool,
     /// Write the runs' JSON to this file.

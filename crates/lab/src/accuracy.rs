@@ -26,7 +26,18 @@ pub struct AccuracyConfig {
     /// Cross sources skip departures later than this (`GenOptions::max_late`); `None` sends
     /// them all.
     pub max_late: Option<Duration>,
+    /// After each run, flood the bottleneck on top of the cross traffic for [`DRAIN_SECS`] and
+    /// record what it drained (`Run::drain_mbit`): the link's capacity at that moment, under the
+    /// host's load of the moment, where the truth's capacity is one flood at `up`.
+    pub drain_after: bool,
+    /// Run the UDP cross sources under `SCHED_FIFO` (`GenOptions::realtime`).
+    pub realtime_cross: bool,
 }
+
+/// How long the flood after each run lasts (its middle half is read).
+pub const DRAIN_SECS: f64 = 1.0;
+/// The flood's port (the cross traffic's are `BASE_PORT` and up).
+const DRAIN_PORT: u16 = 5290;
 
 /// One estimator run, timed on CLOCK_MONOTONIC.
 struct Outcome {
@@ -69,6 +80,16 @@ pub struct Run {
     /// Which phase gave the final estimate (`auto:slops`, `auto:timeavg`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub final_method: Option<String>,
+    /// The capacity the testbed measured at `up` (the truth's C), Mbit/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_measured_mbit: Option<f64>,
+    /// What the bottleneck drained in a flood on top of the cross traffic right after the run
+    /// (`AccuracyConfig::drain_after`), Mbit/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain_mbit: Option<f64>,
+    /// The truth with that capacity: drain − the cross traffic delivered during the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truth_drain_mbit: Option<f64>,
 }
 
 /// The host's 1-minute load average now.
@@ -198,6 +219,7 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
             let sampler = TruthSampler::start(&tb, Duration::from_millis(50))?;
             let opts = GenOptions {
                 max_late: cfg.max_late,
+                realtime: cfg.realtime_cross,
                 ..Default::default()
             };
             let gen = p
@@ -244,6 +266,15 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                         .window(from, o.end_ns)
                         .map_or(f64::NAN, |w| w.avail_bps);
                     let e = o.estimate.as_ref();
+                    let drain = if cfg.drain_after {
+                        Some(drain_now(&tb, c)?)
+                    } else {
+                        None
+                    };
+                    let cross_bps = sampler
+                        .truth()
+                        .window(from, o.end_ns)
+                        .map_or(f64::NAN, |w| w.cross_bps);
                     let timescale_ms = e.and_then(|e| e.quality.timescale_ms);
                     let truth_scale = timescale_ms.and_then(|ms| {
                         let span = (ms.max(500.0) * 1e6) as u64;
@@ -281,6 +312,11 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                             .map(|(e, t)| e.low_bps <= t && t <= e.high_bps),
                         load_avg: load_avg(),
                         final_method: e.map(|e| e.quality.method.to_string()),
+                        capacity_measured_mbit: tb.capacity().measured_bps.map(|b| b / 1e6),
+                        drain_mbit: drain.map(|d| d / 1e6),
+                        truth_drain_mbit: drain
+                            .filter(|_| cross_bps.is_finite())
+                            .map(|d| (d - cross_bps).max(0.0) / 1e6),
                     });
                 }
             }
@@ -292,6 +328,21 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
     }
     hooks.say("\n");
     Ok(runs)
+}
+
+/// What the bottleneck drains now, cross traffic and all: a UDP flood at 1.25·C on top of it for
+/// [`DRAIN_SECS`] (saturating whatever the cross load, as the capacity flood at `up`), everything
+/// delivered past the shaper over its middle half, then a pause for the queue to empty before
+/// the next run.
+fn drain_now(tb: &Testbed, c: f64) -> Result<f64> {
+    let w = mgrp_testbed::capacity::saturating_flow_window(
+        tb,
+        &format!("cbr:{}bit", (1.25 * c) as u64),
+        DRAIN_PORT,
+        DRAIN_SECS,
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    Ok(w.total_bps)
 }
 
 #[cfg(test)]
@@ -306,6 +357,8 @@ mod tests {
             methods: vec![Method::Auto, Method::Chirp],
             reps: 1,
             max_late: None,
+            drain_after: false,
+            realtime_cross: false,
         }
     }
 

@@ -266,8 +266,8 @@ fn flood_once(
     let rate = (configured_bps as f64 * FLOOD_FACTOR) as u64;
     let pattern = CrossPattern::parse(&format!("cbr:{rate}bit"))?;
     let total = FLOOD_WARMUP + FLOOD_MEASURE;
-    // A flood sends above C without pause, so it stays under the normal scheduler: real-time, it
-    // would hold its CPU from every other task for the whole flood.
+    // A flood sends above C without pause, so it stays under the normal scheduler whatever the
+    // default: real-time, it would hold its CPU from every other task for the whole flood.
     let opts = GenOptions {
         max_duration: total + Duration::from_millis(100),
         realtime: false,

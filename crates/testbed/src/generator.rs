@@ -53,7 +53,11 @@ pub struct GenOptions {
     /// Run UDP sources under `SCHED_FIFO` (priority [`GEN_RT_PRIORITY`]) where the process may:
     /// under the normal scheduler a source that shares its CPU with the receiving agent, the
     /// truth sampler and the test's own threads is held off for whole time slices (lags of
-    /// 12–20 ms on an idle host, measured with `testbed run --estimate`).
+    /// 12–20 ms on an idle host, measured with `testbed run --estimate`). Off by default: in
+    /// alternating 100 Mbit/s grids (60 `auto` runs each, 2026-11-27) real-time sources made the
+    /// estimates worse, median error 26.7% against 20.3% (p90 47.4% / 32.7%); a source that
+    /// spins under `SCHED_FIFO` also keeps `ksoftirqd` (the shaper's deferred work) off its CPU.
+    /// `mgrp bench accuracy --realtime-cross` measures it again.
     pub realtime: bool,
 }
 
@@ -67,7 +71,7 @@ impl Default for GenOptions {
             spin: Duration::from_micros(50),
             max_duration: Duration::from_secs(3600),
             max_late: None,
-            realtime: true,
+            realtime: false,
         }
     }
 }
