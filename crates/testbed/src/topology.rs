@@ -516,6 +516,21 @@ pub struct Testbed {
     delay_used: Option<DelayImpl>,
     capacity: LinkCapacity,
     owned: bool,
+    /// CPUs held out of idle while this testbed is up ([`hold_cpus_awake`]).
+    _awake: Option<mgrp_clock::cpu::AwakeCpus>,
+}
+
+/// Opt-out of [`hold_cpus_awake`]: set (to anything) to let CPUs idle while a testbed is up.
+pub const ALLOW_IDLE_ENV: &str = "MGRP_TESTBED_ALLOW_IDLE";
+
+/// Keep the host's CPUs out of idle states while a testbed this process built is up, so the
+/// emulated link's shaper keeps time ([`mgrp_clock::cpu::AwakeCpus`]), unless
+/// [`ALLOW_IDLE_ENV`] is set.
+pub fn hold_cpus_awake() -> Option<mgrp_clock::cpu::AwakeCpus> {
+    if std::env::var_os(ALLOW_IDLE_ENV).is_some() {
+        return None;
+    }
+    mgrp_clock::cpu::hold_cpus_awake()
 }
 
 static NEXT_ID: AtomicU32 = AtomicU32::new(0);
@@ -556,6 +571,8 @@ impl Testbed {
             delay: None,
             loss: None,
             owned: true,
+            // Before the capacity flood: the truth's C is what the link drains held awake.
+            _awake: hold_cpus_awake(),
         };
         let state = State {
             name: name.clone(),
@@ -637,6 +654,7 @@ impl Testbed {
             delay: None,
             loss: None,
             owned: false,
+            _awake: None,
         })
     }
 

@@ -83,6 +83,8 @@ pub struct TopoTestbed {
     /// Each delayed or lossy link's line, with the link's index.
     delays: Vec<(usize, DelayRunner)>,
     owned: bool,
+    /// CPUs held out of idle while this testbed is up (`topology::hold_cpus_awake`).
+    _awake: Option<mgrp_clock::cpu::AwakeCpus>,
 }
 
 static NEXT_ID: AtomicU32 = AtomicU32::new(0);
@@ -147,6 +149,7 @@ impl TopoTestbed {
             state,
             delays: Vec::new(),
             owned: true,
+            _awake: crate::topology::hold_cpus_awake(),
         };
         tb.state.save()?;
         tb.build()?;
@@ -177,6 +180,7 @@ impl TopoTestbed {
             state,
             delays: Vec::new(),
             owned: false,
+            _awake: None,
         })
     }
 
