@@ -261,20 +261,15 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                     {
                         std::thread::sleep(Duration::from_millis(10));
                     }
-                    let truth = sampler
-                        .truth()
-                        .window(from, o.end_ns)
-                        .map_or(f64::NAN, |w| w.avail_bps);
+                    let run_window = sampler.truth().window(from, o.end_ns);
+                    let truth = run_window.as_ref().map_or(f64::NAN, |w| w.avail_bps);
+                    let cross_bps = run_window.as_ref().map_or(f64::NAN, |w| w.cross_bps);
                     let e = o.estimate.as_ref();
                     let drain = if cfg.drain_after {
                         Some(drain_now(&tb, c)?)
                     } else {
                         None
                     };
-                    let cross_bps = sampler
-                        .truth()
-                        .window(from, o.end_ns)
-                        .map_or(f64::NAN, |w| w.cross_bps);
                     let timescale_ms = e.and_then(|e| e.quality.timescale_ms);
                     let truth_scale = timescale_ms.and_then(|ms| {
                         let span = (ms.max(500.0) * 1e6) as u64;
