@@ -24,6 +24,7 @@ pub fn run(b: AccuracyBench) -> Result<()> {
             .then_some(mgrp_testbed::generator::DEFAULT_MAX_LATE),
         drain_after: b.drain_after,
         realtime_cross: b.realtime_cross,
+        cross_spin: b.cross_spin,
     };
     let runs = mgrp_lab::accuracy::run(&cfg, crate::signals::hooks())?;
     let json = serde_json::to_string_pretty(&runs)?;

@@ -89,6 +89,10 @@ pub struct AccuracyBench {
     /// (off by default: at 100 Mbit/s they made `auto` worse, docs/estimators.md).
     #[arg(long)]
     pub realtime_cross: bool,
+    /// How long each UDP cross source spins before a departure instead of sleeping (0 = sleep
+    /// to the departure; a spinning source takes CPU time from the path's packet processing).
+    #[arg(long, default_value = "50us", value_parser = crate::testbed_cmd::duration)]
+    pub cross_spin: std::time::Duration,
     #[arg(long)]
     pub json: bool,
     /// Write the runs' JSON to this file.

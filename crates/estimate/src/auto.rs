@@ -32,6 +32,16 @@ pub struct AutoParams {
     /// SLoPS streams per fleet and probes per stream.
     pub fleet: usize,
     pub stream_len: usize,
+    /// [`SlopsParams::min_stream_len`]: on paths of at least `large_probes_from_bps`, the
+    /// search's streams are sent in the largest probes that leave at least this many (`None`:
+    /// always `stream_len` probes, as small as the rate allows at the least gap).
+    pub min_stream_len: Option<usize>,
+    /// Why only fast paths (measured on the testbed, 12 runs per cell, docs/estimators.md): at
+    /// 100 Mbit/s small probes 100 µs apart read A low (signed medians −23…+9% over CBR and
+    /// Poisson at 25–75% load, CBR −6…−23%; with 30 larger probes −12…−0.5%, CBR −5…−0.5%); at 20
+    /// Mbit/s, where a host hiccup of a few hundred µs is well under the detectable queue (two
+    /// MTU service times, 1.2 ms), fewer probes only cost CBR accuracy (25% load: 1.6% → 7.9%).
+    pub large_probes_from_bps: f64,
     /// Final range width, as a fraction of C.
     pub resolution: f64,
     /// See [`SlopsParams::detect_ns`]: at least this long (ns) ...
@@ -97,6 +107,8 @@ impl Default for AutoParams {
             chirps: 3,
             fleet: 4,
             stream_len: 50,
+            min_stream_len: Some(30),
+            large_probes_from_bps: 50e6,
             resolution: 0.03,
             detect_ns: 200_000.0,
             detect_mtus: 2.0,
@@ -334,6 +346,10 @@ impl Auto {
         self.phase = Phase::Slops(Box::new(Slops::new(SlopsParams {
             fleet: self.p.fleet,
             stream_len: self.p.stream_len,
+            min_stream_len: self
+                .p
+                .min_stream_len
+                .filter(|_| c >= self.p.large_probes_from_bps),
             resolution_bps: w,
             grey_bps: w,
             start_bps: start,
@@ -559,6 +575,7 @@ mod tests {
     #[test]
     fn meets_its_targets_on_smooth_cross_traffic() {
         let (mut errs, mut first, mut last) = (Vec::new(), 0.0_f64, 0.0_f64);
+        let mut timeavg = 0;
         for seed in 1..=5 {
             for (c, cross) in [
                 (20e6, None),
@@ -570,7 +587,11 @@ mod tests {
                 let mut p = path(c, cross, seed);
                 let (out, truth) = run(&mut p, AutoParams::default());
                 let (t, e) = out.last().unwrap();
-                assert!(e.final_ && e.quality.method == "auto:slops", "{e:?}");
+                assert!(e.final_, "{e:?}");
+                if e.quality.method != "auto:slops" {
+                    eprintln!("{c} {cross:?} s{seed}: {e:?} truth {truth}");
+                    timeavg += 1;
+                }
                 // Every earlier estimate is marked as not final, and the rough one comes first.
                 assert!(out[..out.len() - 1].iter().all(|(_, e)| !e.final_));
                 assert_eq!(out[0].1.quality.method, "auto:chirp");
@@ -579,6 +600,10 @@ mod tests {
                 last = last.max(*t);
             }
         }
+        // The search ends every run but one: with the larger probes of ≥ 50 Mbit/s paths
+        // (`min_stream_len`), Poisson at 50 Mbit/s seed 5 took the time average (37.0 against
+        // 50.3 Mbit/s, its range held); with 50 small probes a stream, none did.
+        assert!(timeavg <= 1, "{timeavg} runs took the time average");
         errs.sort_by(f64::total_cmp);
         let med = errs[errs.len() / 2];
         assert!(med <= 0.05, "median {med}: {errs:?}");
@@ -898,6 +923,7 @@ mod tests {
     fn smooth_cross_traffic_keeps_the_search() {
         use crate::calib::study::one;
         let mut ta = (0, 0);
+        let mut fast = 0;
         for c in [20e6, 100e6] {
             for (kind, loads) in [("cbr", &[25, 50, 75][..]), ("poisson", &[25, 50][..])] {
                 for &load in loads {
@@ -908,6 +934,7 @@ mod tests {
                                 ta.0 += 1;
                             } else {
                                 ta.1 += 1;
+                                fast += usize::from(c > 50e6);
                             }
                         }
                     }
@@ -915,14 +942,23 @@ mod tests {
             }
         }
         eprintln!(
-            "time average: CBR {} of 600, Poisson 25/50% {} of 400",
+            "time average: CBR {} of 600, Poisson 25/50% {} of 400 ({fast} at 100 Mbit/s)",
             ta.0, ta.1
         );
         assert_eq!(ta.0, 0, "CBR runs that took the time average");
         assert!(
-            ta.1 <= 4,
-            "Poisson runs that took the time average: {}",
-            ta.1
+            ta.1 - fast <= 4,
+            "20 Mbit/s Poisson runs that took the time average: {}",
+            ta.1 - fast
+        );
+        // At 100 Mbit/s the search's streams are 30 larger probes, not 50 small ones
+        // (`AutoParams::min_stream_len`): their noisier trend verdicts split fleets, and 12 of
+        // 200 runs take the time average (1 s and ~1 MB more; with small probes 1 of all 400 runs did). The
+        // price of what the testbed measured: 60 runs per arm at 100 Mbit/s, Poisson 50% held
+        // the truth in 52 instead of 46, median error 11.2% instead of 17.4%, +17% bytes.
+        assert!(
+            fast <= 12,
+            "100 Mbit/s Poisson runs that took the time average: {fast}"
         );
     }
 

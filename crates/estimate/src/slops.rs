@@ -50,6 +50,13 @@ pub struct SlopsParams {
     /// Early fleets, far from A, are then short and cheap; the gap is spread over the stream's
     /// probes but kept ≥ `min_gap_ns`.
     pub detect_ns: Option<f64>,
+    /// With `detect_ns`: send a stream's duration in the largest probes (up to `max_size`) that
+    /// still leave at least this many, instead of always `stream_len` small ones; the duration
+    /// and the rate, hence the bytes, are the same. Why: on the 2-vCPU testbed at 100 Mbit/s,
+    /// streams of small probes 100 µs apart read "increasing" at 71–88% of A in 32–54% of
+    /// streams, MTU probes at the same rates in 10–20% (`docs/estimators.md`, probe size).
+    /// `None`: `stream_len` probes (pathload).
+    pub min_stream_len: Option<usize>,
     /// Re-test the bracket before declaring it final (issue 20: no wild misses): once the search
     /// converges on [R_min, R_max], one fleet at R_max + m must say "above" and one at R_min − m
     /// "below". A contradiction reopens that side of the search (a single misjudged fleet had
@@ -113,6 +120,7 @@ impl SlopsParams {
             max_fleets: 40,
             start_bps: None,
             detect_ns: None,
+            min_stream_len: None,
             verify_bps: None,
             max_retests: 2,
             check_fleet: 12,
@@ -358,9 +366,20 @@ impl Slops {
                 (duration_ns / (self.p.stream_len - 1).max(1) as f64).max(self.p.min_gap_ns as f64)
             }
         };
+        let n = self.p.stream_len.max(2);
+        let (n, gap_ns) = match self.p.min_stream_len {
+            Some(least) if self.p.detect_ns.is_some() && least < n => {
+                let duration_ns = gap_ns * (n - 1) as f64;
+                let largest_gap_ns = wire_bits(self.p.max_size) * 1e9 / rate.max(1.0);
+                let k =
+                    ((duration_ns / largest_gap_ns).floor() as usize + 1).clamp(least.max(2), n);
+                (k, duration_ns / (k - 1) as f64)
+            }
+            _ => (n, gap_ns),
+        };
         let want = (rate * gap_ns / 8e9 - WIRE_OVERHEAD as f64).round();
         let size = want.clamp(self.p.min_size as f64, self.p.max_size as f64) as u16;
-        TrainSpec::constant_rate(self.p.stream_len, size, rate)
+        TrainSpec::constant_rate(n, size, rate)
     }
 
     /// A fleet is decided early once `f` of all its streams agree; otherwise when it is
@@ -804,6 +823,43 @@ mod tests {
             assert!((stream_rate(&t) / r - 1.0).abs() < 0.01, "{r}");
             assert!(t.probes[1].gap_ns >= 100_000 || t.probes[1].size == 1472);
         }
+    }
+
+    /// With `min_stream_len` a stream lasts as long and asks the same rate (so it costs the same
+    /// bytes) in fewer, larger probes: as large as `max_size` allows, never fewer than the least.
+    #[test]
+    fn fewer_larger_probes_keep_the_duration_and_rate() {
+        let small = Slops::new(SlopsParams {
+            stream_len: 50,
+            detect_ns: Some(242_000.0),
+            ..SlopsParams::for_capacity(100e6, Pace::Fast)
+        });
+        let large = Slops::new(SlopsParams {
+            min_stream_len: Some(30),
+            ..small.p
+        });
+        let span = |t: &TrainSpec| t.probes.iter().map(|p| p.gap_ns).sum::<u64>() as f64;
+        // (From 20 Mbit/s: below, 50 probes 100 µs apart would be under `min_size`.)
+        for r in [20e6, 40e6, 75e6, 95e6] {
+            let (a, b) = (small.stream(r), large.stream(r));
+            assert_eq!(a.probes.len(), 50);
+            assert!(
+                (30..=50).contains(&b.probes.len()),
+                "{r}: {}",
+                b.probes.len()
+            );
+            assert!(b.probes[0].size >= a.probes[0].size, "{r}");
+            assert!((stream_rate(&b) / r - 1.0).abs() < 0.01, "{r}");
+            assert!(
+                (span(&b) / span(&a) - 1.0).abs() < 0.05,
+                "{r}: same duration"
+            );
+        }
+        // At 40 Mbit/s the range's first fleets (5 ms streams) take the least count, 30 probes
+        // of 800-odd bytes, where 50 small ones were 458 bytes.
+        let t = large.stream(40e6);
+        assert_eq!(t.probes.len(), 30);
+        assert!(t.probes[0].size > 700, "{}", t.probes[0].size);
     }
 
     /// Cross traffic that is smooth at the scale of a stream (small packets): the range holds the

@@ -425,9 +425,14 @@ impl Tracker {
     /// value. The checks that follow hold that value within the resolution; the calibrated
     /// range is wider and its mean moves the held value, which raised the probe load over the
     /// ceiling (2.35% on the steady Poisson test) and slowed the step test to 3 rounds.
+    /// Its streams keep `stream_len` probes (`min_stream_len: None`): the larger probes of
+    /// one-shot `auto` at ≥ 50 Mbit/s were measured on `mgrp bench accuracy`, not yet on
+    /// `mgrp bench tracking`, and send a few more of the model's Poisson runs to the time
+    /// average, which acquisition would pay for in bytes above the ceiling.
     fn acquire_params() -> AutoParams {
         AutoParams {
             calibrated: false,
+            min_stream_len: None,
             ..AutoParams::default()
         }
     }

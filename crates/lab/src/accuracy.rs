@@ -32,6 +32,8 @@ pub struct AccuracyConfig {
     pub drain_after: bool,
     /// Run the UDP cross sources under `SCHED_FIFO` (`GenOptions::realtime`).
     pub realtime_cross: bool,
+    /// How long the UDP cross sources spin before each departure (`GenOptions::spin`).
+    pub cross_spin: Duration,
 }
 
 /// How long the flood after each run lasts (its middle half is read).
@@ -220,6 +222,7 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
             let opts = GenOptions {
                 max_late: cfg.max_late,
                 realtime: cfg.realtime_cross,
+                spin: cfg.cross_spin,
                 ..Default::default()
             };
             let gen = p
@@ -354,6 +357,7 @@ mod tests {
             max_late: None,
             drain_after: false,
             realtime_cross: false,
+            cross_spin: GenOptions::default().spin,
         }
     }
 
