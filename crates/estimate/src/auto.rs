@@ -36,9 +36,9 @@ pub struct AutoParams {
     /// search's streams are sent in the largest probes that leave at least this many (`None`:
     /// always `stream_len` probes, as small as the rate allows at the least gap).
     pub min_stream_len: Option<usize>,
-    /// Why only fast paths (measured on the testbed, 12 runs per cell, docs/estimators.md): at
-    /// 100 Mbit/s small probes 100 µs apart read A low (signed medians −23…+9% over CBR and
-    /// Poisson at 25–75% load, CBR −6…−23%; with 30 larger probes −12…−0.5%, CBR −5…−0.5%); at 20
+    /// Why only fast paths (measured on the testbed, docs/results/accuracy-probe-size.md): at
+    /// 100 Mbit/s small probes 100 µs apart read A low (108 interleaved runs per arm: CBR
+    /// median error 10.6% → 8.5%, Poisson 15.9% → 14.8%, ranges held 80 → 93 and 88 → 94); at 20
     /// Mbit/s, where a host hiccup of a few hundred µs is well under the detectable queue (two
     /// MTU service times, 1.2 ms), fewer probes only cost CBR accuracy (25% load: 1.6% → 7.9%).
     pub large_probes_from_bps: f64,
@@ -953,9 +953,10 @@ mod tests {
         );
         // At 100 Mbit/s the search's streams are 30 larger probes, not 50 small ones
         // (`AutoParams::min_stream_len`): their noisier trend verdicts split fleets, and 12 of
-        // 200 runs take the time average (1 s and ~1 MB more; with small probes 1 of all 400 runs did). The
-        // price of what the testbed measured: 60 runs per arm at 100 Mbit/s, Poisson 50% held
-        // the truth in 52 instead of 46, median error 11.2% instead of 17.4%, +17% bytes.
+        // 200 runs take the time average (1 s and ~1 MB more; with small probes 1 of all 400
+        // runs did). The price of what the testbed measured at 100 Mbit/s (108 interleaved runs
+        // per arm): ranges held 93 and 94 instead of 80 and 88 on CBR and Poisson, +1% / +11%
+        // bytes (docs/results/accuracy-probe-size.md).
         assert!(
             fast <= 12,
             "100 Mbit/s Poisson runs that took the time average: {fast}"
