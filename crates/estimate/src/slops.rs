@@ -366,13 +366,12 @@ impl Slops {
                 (duration_ns / (self.p.stream_len - 1).max(1) as f64).max(self.p.min_gap_ns as f64)
             }
         };
-        let n = self.p.stream_len.max(2);
-        let (n, gap_ns) = match self.p.min_stream_len {
+        let n = self.p.stream_len;
+        let (n, gap_ns) = match self.p.min_stream_len.map(|least| least.max(2)) {
             Some(least) if self.p.detect_ns.is_some() && least < n => {
                 let duration_ns = gap_ns * (n - 1) as f64;
                 let largest_gap_ns = wire_bits(self.p.max_size) * 1e9 / rate.max(1.0);
-                let k =
-                    ((duration_ns / largest_gap_ns).floor() as usize + 1).clamp(least.max(2), n);
+                let k = ((duration_ns / largest_gap_ns).floor() as usize + 1).clamp(least, n);
                 (k, duration_ns / (k - 1) as f64)
             }
             _ => (n, gap_ns),
