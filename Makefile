@@ -13,9 +13,10 @@ build: deps
 
 # The main job on its self-contained default: a namespace testbed with a 20 Mbit/s bottleneck,
 # a 20 ms delay line, the seeds' STEP cross traffic (scaled x2), agents at both ends tracking
-# the path as the service does (one lean search, then short checks under a 2% ceiling), each
-# estimate printed beside the ground truth of its second and the probe load so far. 60 s: with
-# A near C the first searches cost ~1-2 MB, repaid under the 2% ceiling before checks come often.
+# the path as the service does (one lean search, then short checks; at most 2% of C over any
+# trailing minute), each estimate printed beside the ground truth of its second and the probe
+# load of the minute before it. 60 s: with A near C the first search costs ~1 MB, a third of
+# the first minute's 2%.
 demo: build
 	./target/release/mgrp testbed run --capacity 20mbit --delay 20ms \
 	    --cross step:2,6,10,12,8,4mbit,every=10s --duration 60s --track --out target/demo.json

@@ -9,8 +9,8 @@ use mgrp_engine::client::Session;
 use mgrp_engine::pacer::Pacer;
 use mgrp_engine::run::{run_estimator, Progress};
 use mgrp_estimate::methods::Method;
-use mgrp_estimate::track::{TrackParams, Tracker};
 use mgrp_estimate::{Estimate, Estimator};
+use mgrp_service::track::PacedTracker;
 use mgrp_testbed::units::fmt_rate;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -75,6 +75,10 @@ struct Line<'a> {
     round: u32,
     t_s: f64,
     estimate: &'a Estimate,
+    /// Tracking: the probe frames of the minute before, as a share of C (what the ceiling
+    /// bounds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    minute_load_share: Option<f64>,
 }
 
 pub fn run(a: EstimateArgs) -> Result<()> {
@@ -181,7 +185,7 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         if a.continuous {
             // Only whole estimates: one cut short by the deadline is not reported.
             if let Some(e) = e.as_ref().filter(|e| e.final_) {
-                say_round(a.json, round, t0.elapsed().as_secs_f64(), e)?;
+                say_round(a.json, round, t0.elapsed().as_secs_f64(), e, None)?;
             }
         }
         if e.is_some() {
@@ -230,8 +234,9 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     Ok(())
 }
 
-/// `--continuous` without a method: one tracker, round after round, each round's estimate
-/// printed; between rounds it waits as long as the tracker's ceiling asks.
+/// `--continuous` without a method: one tracker paced as the service paces it (the probe load
+/// over any trailing minute at most `ceiling` × C), each round's estimate printed with that
+/// minute's load.
 fn track(
     session: &mut Session,
     capacity: Option<f64>,
@@ -241,36 +246,36 @@ fn track(
     t0: Instant,
 ) -> Result<()> {
     let stop = crate::signals::interrupted;
-    let mut t = Tracker::new(TrackParams {
-        capacity_bps: capacity,
-        ceiling,
-        continuous: false,
-        ..TrackParams::default()
-    })?;
+    let mut pt =
+        PacedTracker::new(capacity, ceiling, mgrp_clock::now_ns()).map_err(anyhow::Error::msg)?;
     let mut round = 0u32;
     while !stop() && Instant::now() < deadline {
+        // The ceiling's pause, in short slices so Ctrl-C and the deadline are seen.
+        let left = pt.next_round_at().saturating_sub(mgrp_clock::now_ns());
+        if left > 0 {
+            std::thread::sleep(Duration::from_nanos(left).min(Duration::from_millis(50)));
+            continue;
+        }
+        let ctl0 = session.control_wire_bytes();
+        let Some(t) = pt.begin_round(mgrp_clock::now_ns()) else {
+            continue;
+        };
         round += 1;
-        t.begin_round(mgrp_clock::now_ns(), None);
-        let e = run_estimator(session, &mut t, deadline, stop, |_| {})?;
+        let e = run_estimator(session, t, deadline, stop, |_| {})?;
+        let now = mgrp_clock::now_ns();
+        pt.end_round(now, mgrp_service::control_since(session, ctl0));
         match e.as_ref().filter(|e| e.final_) {
             Some(e) => {
-                say_round(json, round, t0.elapsed().as_secs_f64(), e)?;
+                let load = pt.minute_load_share(now);
+                say_round(json, round, t0.elapsed().as_secs_f64(), e, load)?;
             }
-            None if t.held().is_none() && !stop() && Instant::now() < deadline => {
+            None if pt.tracker().held().is_none() && !stop() && Instant::now() < deadline => {
                 bail!("no estimate: no probe train came back from the peer")
             }
             None => {}
         }
-        // The ceiling's pause, in short slices so Ctrl-C and the deadline are seen.
-        while !stop() && Instant::now() < deadline {
-            let left = t.next_round_at().saturating_sub(mgrp_clock::now_ns());
-            if left == 0 {
-                break;
-            }
-            std::thread::sleep(Duration::from_nanos(left).min(Duration::from_millis(50)));
-        }
     }
-    let s = t.stats();
+    let s = pt.tracker().stats();
     eprintln!(
         "tracking: {} rounds, {} changes found, {:.1} kB of probes",
         s.rounds,
@@ -280,21 +285,33 @@ fn track(
     Ok(())
 }
 
-/// One estimate of a continuous run: a JSON line or a line for people.
-fn say_round(json: bool, round: u32, t_s: f64, estimate: &Estimate) -> Result<()> {
+/// One estimate of a continuous run: a JSON line or a line for people; `load`: the probe load
+/// of the minute before it as a share of C (tracking).
+fn say_round(
+    json: bool,
+    round: u32,
+    t_s: f64,
+    estimate: &Estimate,
+    load: Option<f64>,
+) -> Result<()> {
     if json {
         say!(
             "{}",
             serde_json::to_string(&Line {
                 round,
                 t_s,
-                estimate
+                estimate,
+                minute_load_share: load,
             })?
         );
     } else {
         say!(
-            "{t_s:>8.2} s  round {round:>4}  available {}",
-            summary(estimate)
+            "{t_s:>8.2} s  round {round:>4}  available {}{}",
+            summary(estimate),
+            load.map_or(String::new(), |l| format!(
+                "  load {:.2}% of C over the last minute",
+                l * 100.0
+            ))
         );
     }
     Ok(())

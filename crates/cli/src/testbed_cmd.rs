@@ -205,8 +205,9 @@ pub struct RunArgs {
     /// With --dashboard: the method the service measures with.
     #[arg(long, default_value = "auto", requires = "dashboard", value_parser = crate::methods::parser())]
     dashboard_method: Method,
-    /// Track the path instead (the service's default: short checks under a 2% ceiling of C),
-    /// printing each estimate beside the truth and the probe load so far as a share of C.
+    /// Track the path instead, as the service does (short checks; the probe load over any
+    /// trailing minute at most 2% of C), printing each estimate beside the truth and the load
+    /// of the minute before it as the bottleneck counted it.
     #[arg(long, conflicts_with_all = ["estimate", "dashboard"])]
     track: bool,
 }
@@ -705,7 +706,7 @@ fn run_job(a: RunArgs) -> Result<()> {
             row.trains,
             row.probe_bytes as f64 / 1e3,
             row.load_share
-                .map_or(String::new(), |l| format!("  load so far {:.2}% of C", l * 100.0))
+                .map_or(String::new(), |l| format!("  load {:.2}% of C over the last minute", l * 100.0))
         ),
         Event::Service(c) => say!(
             "  service: {} measurements, {} estimates stored, {:.0} kB of probes",

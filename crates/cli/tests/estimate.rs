@@ -233,7 +233,8 @@ fn continuous_tracks_by_default() {
         let t1 = mgrp_testbed::clock::now_ns();
         gen.stop().unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
-        let truth = sampler.stop().unwrap().window(t0, t1).unwrap().avail_bps;
+        let truth_window = sampler.stop().unwrap().window(t0, t1);
+        let truth = truth_window.as_ref().unwrap().avail_bps;
         let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -272,6 +273,20 @@ fn continuous_tracks_by_default() {
         assert!(
             bytes <= allowed,
             "{bytes} B in {span} s: more than {allowed} B"
+        );
+        // The service's bound, as each line states it: the frames of the minute before, at
+        // most 2% of C × 1 minute (the run is shorter than a minute: everything it sent).
+        for v in &lines {
+            let load = v["minute_load_share"].as_f64().unwrap();
+            assert!(load > 0.0 && load <= 0.02, "minute load {load}: {v}");
+        }
+        // And at the bottleneck's counters: every frame from snd in the run (probes, control).
+        let w = truth_window.unwrap();
+        let sent = w.offered_fg_bps / 8.0 * (t1 - t0) as f64 / 1e9;
+        let minute = 0.02 * 1.03 * tb.capacity().bps() / 8.0 * 60.0;
+        assert!(
+            sent <= minute,
+            "{sent} B from snd in the run: more than {minute} B"
         );
     })
 }

@@ -536,6 +536,12 @@ impl Tracker {
         self.pending.as_ref().map(frames)
     }
 
+    /// Frames (payload + headers) the current or last round put on the path: what a
+    /// schedule's budget counts (probes an elastic train left out excluded).
+    pub fn round_frames(&self) -> u64 {
+        self.round_frames
+    }
+
     /// A round is under way.
     pub fn in_round(&self) -> bool {
         self.round_open
@@ -1301,7 +1307,10 @@ impl Tracker {
         self.close_round(now_ns, false);
     }
 
-    /// End the round; the next may start once its frames are paid for at the ceiling. The
+    /// End the round. In round mode the caller's schedule paces the bytes (the service's
+    /// `Schedule`: a trailing minute at most the ceiling); the next round only waits the least
+    /// interval (and a reading's random wait). In continuous mode, the next may start once
+    /// its frames are paid for at the ceiling. The
     /// acquiring search is paid back too, but while checks go on: it leaves a debt of its
     /// frames, and until that is repaid each round waits twice its own pay-back (half the
     /// ceiling's tokens for the round, half for the debt). Waiting it off at once would leave
@@ -1320,6 +1329,15 @@ impl Tracker {
     fn close_round(&mut self, now_ns: u64, acquired: bool) {
         self.round_open = false;
         let idle = match self.capacity_bps() {
+            // Round mode: the caller's schedule pays for the bytes (the service's minute budget
+            // at the ceiling); only the least spacing and the readings' random wait are ours.
+            Some(_) if !self.p.continuous => {
+                if matches!(self.phase, Phase::Read(_)) {
+                    self.p.phase_interval_ns + self.next_dither() % self.p.phase_interval_ns.max(1)
+                } else {
+                    self.p.min_interval_ns
+                }
+            }
             Some(_) if acquired => {
                 self.debt = self.round_frames;
                 self.p.min_interval_ns

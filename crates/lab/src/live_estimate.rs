@@ -9,8 +9,9 @@ use mgrp_engine::client::Session;
 use mgrp_engine::daemon::Agent;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::methods::Method;
-use mgrp_estimate::track::{TrackParams, Tracker};
 use mgrp_estimate::{Estimate, Estimator};
+use mgrp_service::control_since;
+use mgrp_service::track::PacedTracker;
 use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{Role, Testbed};
 use serde::Serialize;
@@ -43,8 +44,9 @@ pub struct Row {
     pub probe_bytes: u64,
     pub trains: u32,
     pub final_: bool,
-    /// Tracking: frames the bottleneck counted from snd since the start (probes and control),
-    /// as a share of C.
+    /// Tracking: frames the bottleneck counted from snd (probes and control) in the minute
+    /// before the estimate, as a share of C × 1 minute (the ceiling's bound; the API's
+    /// `probe_load_share`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_share: Option<f64>,
 }
@@ -123,29 +125,31 @@ impl LiveEstimates {
         })
     }
 
-    /// Start an agent in rcv and track the path from snd (`mgrp_estimate::track`, its default
-    /// 2% ceiling; the acquiring search measures C) until `end` or `halt`: every round that
-    /// concludes is reported as a `tracked` estimate of the second before it.
+    /// Start an agent in rcv and track the path from snd as the service does
+    /// ([`PacedTracker`]: its default 2% ceiling over any trailing minute; the acquiring search
+    /// measures C) until `end` or `halt`: every round that concludes is reported as a
+    /// `tracked` estimate of the second before it.
     pub fn start_tracking(tb: &Testbed, end: Instant) -> Result<LiveEstimates> {
         Self::spawn(tb, "tracker", move |s, halted, tx| {
-            // Round mode: this loop starts each round when the ceiling lets it.
-            let mut t = Tracker::new(TrackParams {
-                continuous: false,
-                ..TrackParams::default()
-            })
-            .map_err(|e| e.to_string())?;
+            let ceiling = mgrp_service::config::DEFAULT_CEILING;
+            let mut pt = PacedTracker::new(None, ceiling, mgrp_clock::now_ns())?;
             let mut capacity_told = false;
             while !halted() && Instant::now() < end {
                 let now = mgrp_clock::now_ns();
-                if now < t.next_round_at() {
-                    let wait = (t.next_round_at() - now).min(20_000_000);
+                if now < pt.next_round_at() {
+                    let wait = (pt.next_round_at() - now).min(20_000_000);
                     std::thread::sleep(std::time::Duration::from_nanos(wait));
                     continue;
                 }
                 let t0 = now;
-                t.begin_round(now, None);
-                run_estimator(s, &mut t, end, halted, |_| {}).map_err(|e| e.to_string())?;
+                let ctl0 = s.control_wire_bytes();
+                let Some(t) = pt.begin_round(now) else {
+                    continue;
+                };
+                run_estimator(s, t, end, halted, |_| {}).map_err(|e| e.to_string())?;
                 let now = mgrp_clock::now_ns();
+                pt.end_round(now, control_since(s, ctl0));
+                let t = pt.tracker();
                 if let Some(c) = t.capacity().filter(|_| !capacity_told) {
                     capacity_told = true;
                     let _ = tx.send(Measured {

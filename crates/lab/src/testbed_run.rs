@@ -14,6 +14,8 @@ use mgrp_testbed::{
     CrossPattern, DelayMode, LinkCapacity, Testbed, TestbedConfig, Truth, TruthSampler,
 };
 use serde::Serialize;
+
+const MINUTE_NS: u64 = 60_000_000_000;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -38,8 +40,9 @@ pub struct RunConfig {
     /// Run the service with its dashboard and HTTP API here.
     pub dashboard: Option<SocketAddr>,
     pub dashboard_method: Method,
-    /// Track the path from snd (`mgrp_estimate::track`, 2% ceiling) and print each estimate
-    /// beside the truth and the probe load so far.
+    /// Track the path from snd as the service does (`mgrp_service::track::PacedTracker`, 2%
+    /// ceiling) and print each estimate beside the truth and the probe load of the minute
+    /// before it.
     pub track: bool,
 }
 
@@ -144,10 +147,14 @@ impl Pending {
                 };
                 let mut row = Row::new(m, truth_bps, self.start_ns);
                 if m.kind == "tracked" {
-                    // The probe load as the bottleneck counted it, from the start to this estimate.
+                    // The probe load as the bottleneck counted it over the minute before this
+                    // estimate (before the first minute is over: what went since the start,
+                    // still over a minute): what the ceiling bounds.
+                    let from = m.end_ns.saturating_sub(MINUTE_NS).max(self.start_ns);
+                    let span = m.end_ns.saturating_sub(from) as f64 / MINUTE_NS as f64;
                     row.load_share = truth
-                        .window(self.start_ns, m.end_ns)
-                        .map(|w| w.offered_fg_bps / self.capacity_bps);
+                        .window(from, m.end_ns)
+                        .map(|w| w.offered_fg_bps * span / self.capacity_bps);
                 }
                 Some(row)
             })

@@ -61,9 +61,9 @@ fn tracks_under_the_ceiling_at_the_bottleneck() {
         let held = recs.iter().filter(|r| r.method != "track:acquire").count();
         assert!(held >= 5, "only {held} tracked estimates: {methods:?}");
         // The ceiling at the bottleneck's own counters. Each round waits until its frames are paid
-        // for at ceiling × C, twice that while the acquiring round (measured before C, so not
-        // paced) is repaid; so everything before the last round carried at most ceiling × C ×
-        // the run plus the acquisition's frames still owed (at most all of them); the last round
+        // for at 80% of ceiling × C (longer while a large round fills the minute), except the
+        // acquiring round (measured before C, so not paced); so everything before the last
+        // round carried at most ceiling × C × the run plus the acquisition's frames; the last round
         // adds at most the largest any round stored (payload plus at most 21% of headers on
         // 200-byte probes), and session control frames at most 30 kB. Checks every 250 ms without
         // the ceiling would send several times that.
