@@ -101,25 +101,34 @@ impl Schedule {
 
     /// After a round that ended at `now_ns` having sent `bytes`: no next round before they
     /// are paid for at [`PACE_SHARE`] of the ceiling, or, when the trailing minute is fuller
-    /// than that pace keeps it (a large round in it: the acquiring search, a re-search), at
-    /// the rate that spreads what the minute has left until its oldest spend leaves it. At
-    /// the pace alone, such a minute was spent in a burst of rounds and the path then went
-    /// unwatched until the minute rolled on (`make demo`: no round from 37 s to the end).
+    /// than that pace keeps it (a large round in it: the acquiring search, a re-search),
+    /// before what the minute has left, spread until its oldest spend leaves it, pays for a
+    /// typical round (the median of the minute's spends; the large one is already off what is
+    /// left). At the pace alone, such a minute was spent in a burst of rounds and the path
+    /// then went unwatched until the minute rolled on (`make demo`: no round from 37 s to the
+    /// end); spreading by the last round's bytes instead waited 28 s after a 0.5 MB
+    /// re-search.
     fn pay_back(&mut self, now_ns: u64, bytes: u64) {
         let Some(r) = self.ceiling_bytes_per_s else {
             return;
         };
+        let paced = (bytes as f64 / (r * PACE_SHARE) * 1e9).ceil() as u64;
         let left = self.minute_budget().saturating_sub(self.used(now_ns));
         let until_room = self
             .spent
             .front()
             .map_or(MINUTE_NS, |(t, _)| (t + MINUTE_NS).saturating_sub(now_ns))
             .max(1_000_000_000);
-        let spread = left as f64 / (until_room as f64 / 1e9);
-        let paced = (bytes as f64 / (r * PACE_SHARE) * 1e9).ceil() as u64;
+        let mut sizes: Vec<u64> = self.spent.iter().map(|(_, b)| *b).collect();
+        sizes.sort_unstable();
+        let typical = sizes
+            .get(sizes.len().saturating_sub(1) / 2)
+            .copied()
+            .unwrap_or(bytes);
         // Spreading never waits past the time the minute has room again.
-        let spreading = if spread > 0.0 {
-            ((bytes as f64 / spread * 1e9).ceil() as u64).min(until_room)
+        let spreading = if left > 0 {
+            let secs = typical as f64 / (left as f64 / (until_room as f64 / 1e9));
+            ((secs * 1e9).ceil() as u64).min(until_room)
         } else {
             until_room
         };
