@@ -256,17 +256,13 @@ fn track(
             std::thread::sleep(Duration::from_nanos(left).min(Duration::from_millis(50)));
             continue;
         }
-        let ctl0 = session.control_wire_bytes();
-        let Some(t) = pt.begin_round(mgrp_clock::now_ns()) else {
+        let Some(r) = pt.run_round(session, deadline, stop)? else {
             continue;
         };
         round += 1;
-        let e = run_estimator(session, t, deadline, stop, |_| {})?;
-        let now = mgrp_clock::now_ns();
-        pt.end_round(now, mgrp_service::control_since(session, ctl0));
-        match e.as_ref().filter(|e| e.final_) {
+        match r.estimate.as_ref().filter(|e| e.final_) {
             Some(e) => {
-                let load = pt.minute_load_share(now);
+                let load = pt.minute_load_share(r.end_ns);
                 say_round(json, round, t0.elapsed().as_secs_f64(), e, load)?;
             }
             None if pt.tracker().held().is_none() && !stop() && Instant::now() < deadline => {

@@ -1307,16 +1307,7 @@ impl Tracker {
         self.close_round(now_ns, false);
     }
 
-    /// End the round. In round mode the caller's schedule paces the bytes (the service's
-    /// `Schedule`: a trailing minute at most the ceiling); the next round only waits the least
-    /// interval (and a reading's random wait). In continuous mode, the next may start once
-    /// its frames are paid for at the ceiling. The
-    /// acquiring search is paid back too, but while checks go on: it leaves a debt of its
-    /// frames, and until that is repaid each round waits twice its own pay-back (half the
-    /// ceiling's tokens for the round, half for the debt). Waiting it off at once would leave
-    /// the path unwatched for its whole pay-back (0.4–1.4 MB: 8–29 s at 2% of 20 Mbit/s); so
-    /// checks come at half rate meanwhile, and over any run longer than twice that pay-back
-    /// the load is within the ceiling, the acquisition included.
+    /// The next draw of the readings' random wait (xorshift).
     fn next_dither(&mut self) -> u64 {
         let mut x = self.dither;
         x ^= x << 13;
@@ -1326,6 +1317,16 @@ impl Tracker {
         x
     }
 
+    /// End the round. In round mode the caller's schedule paces the bytes (the service's
+    /// `Schedule`: a trailing minute at most the ceiling); the next round only waits the least
+    /// interval (and a reading's random wait). In continuous mode, the next may start once
+    /// its frames are paid for at the ceiling. The acquiring search is paid back too, but
+    /// while checks go on: it leaves a debt of its frames, and until that is repaid each round
+    /// waits twice its own pay-back (half the ceiling's tokens for the round, half for the
+    /// debt). Waiting it off at once would leave
+    /// the path unwatched for its whole pay-back (0.4–1.4 MB: 8–29 s at 2% of 20 Mbit/s); so
+    /// checks come at half rate meanwhile, and over any run longer than twice that pay-back
+    /// the load is within the ceiling, the acquisition included.
     fn close_round(&mut self, now_ns: u64, acquired: bool) {
         self.round_open = false;
         let idle = match self.capacity_bps() {

@@ -10,7 +10,6 @@ use mgrp_engine::daemon::Agent;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::methods::Method;
 use mgrp_estimate::{Estimate, Estimator};
-use mgrp_service::control_since;
 use mgrp_service::track::PacedTracker;
 use mgrp_testbed::netns::spawn_in;
 use mgrp_testbed::{Role, Testbed};
@@ -141,14 +140,10 @@ impl LiveEstimates {
                     std::thread::sleep(std::time::Duration::from_nanos(wait));
                     continue;
                 }
-                let t0 = now;
-                let ctl0 = s.control_wire_bytes();
-                let Some(t) = pt.begin_round(now) else {
+                let Some(r) = pt.run_round(s, end, halted).map_err(|e| e.to_string())? else {
                     continue;
                 };
-                run_estimator(s, t, end, halted, |_| {}).map_err(|e| e.to_string())?;
-                let now = mgrp_clock::now_ns();
-                pt.end_round(now, control_since(s, ctl0));
+                let (t0, now) = (r.start_ns, r.end_ns);
                 let t = pt.tracker();
                 if let Some(c) = t.capacity().filter(|_| !capacity_told) {
                     capacity_told = true;

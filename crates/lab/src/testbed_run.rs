@@ -14,10 +14,10 @@ use mgrp_testbed::{
     CrossPattern, DelayMode, LinkCapacity, Testbed, TestbedConfig, Truth, TruthSampler,
 };
 use serde::Serialize;
-
-const MINUTE_NS: u64 = 60_000_000_000;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+
+const MINUTE_NS: u64 = 60_000_000_000;
 
 #[derive(Debug, Clone)]
 pub struct RunConfig {

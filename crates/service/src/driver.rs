@@ -454,7 +454,7 @@ impl Driver {
 
 /// Frames' bytes the session's control connection sent since `before` (0 when the kernel
 /// would not say).
-pub fn control_since(s: &Session, before: Option<u64>) -> u64 {
+pub(crate) fn control_since(s: &Session, before: Option<u64>) -> u64 {
     match (before, s.control_wire_bytes()) {
         (Some(a), Some(b)) => b.saturating_sub(a),
         _ => 0,

@@ -32,7 +32,6 @@ pub mod watch;
 pub mod wren2;
 
 pub use archive::Archive;
-pub use driver::control_since;
 pub use hub::{counter_pairs, AgentCounters, Hub};
 pub use path::{CounterSnapshot, PathState, ScheduleView};
 pub use service::{open_store, ReloadReport, Service};

@@ -3,8 +3,13 @@
 //! than searching again (`mgrp_estimate::track`, docs/tracking.md). The schedule's ceiling
 //! (`crate::schedule::Schedule::set_ceiling`) bounds what the rounds spend.
 
+use crate::driver::control_since;
 use crate::schedule::{Action, Schedule};
+use mgrp_engine::client::Session;
+use mgrp_engine::run::run_estimator;
 use mgrp_estimate::track::{TrackParams, Tracker};
+use mgrp_estimate::Estimate;
+use std::time::Instant;
 
 /// The method's name in configuration files and records.
 pub const METHOD: &str = "track";
@@ -33,6 +38,14 @@ pub struct PacedTracker {
     tracker: Tracker,
     sched: Schedule,
     ceiling: f64,
+}
+
+/// A round [`PacedTracker::run_round`] ran.
+pub struct Round {
+    /// The estimator's last estimate (final once the round concluded).
+    pub estimate: Option<Estimate>,
+    pub start_ns: u64,
+    pub end_ns: u64,
 }
 
 /// The least time between rounds, as the service's default `every` for tracked paths.
@@ -92,6 +105,30 @@ impl PacedTracker {
         if let Some(c) = t.capacity_bps() {
             self.sched.set_ceiling(Some(self.ceiling * c / 8.0));
         }
+    }
+
+    /// Run one round over `session` if one is due now and the trailing minute has room for
+    /// it (`None` otherwise): the round's estimate, if it gave one, and when it started and
+    /// ended (monotonic ns). Its frames and the control connection's are counted.
+    pub fn run_round(
+        &mut self,
+        session: &mut Session,
+        deadline: Instant,
+        stop: impl FnMut() -> bool,
+    ) -> Result<Option<Round>, mgrp_engine::Error> {
+        let start_ns = mgrp_clock::now_ns();
+        let ctl0 = session.control_wire_bytes();
+        let Some(t) = self.begin_round(start_ns) else {
+            return Ok(None);
+        };
+        let estimate = run_estimator(session, t, deadline, stop, |_| {})?;
+        let end_ns = mgrp_clock::now_ns();
+        self.end_round(end_ns, control_since(session, ctl0));
+        Ok(Some(Round {
+            estimate,
+            start_ns,
+            end_ns,
+        }))
     }
 
     pub fn tracker(&self) -> &Tracker {
