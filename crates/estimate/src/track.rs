@@ -1417,6 +1417,13 @@ fn trace_stream(
             let sent = || obs.probes.iter().filter_map(|p| p.sent_ns);
             sent().max().unwrap_or(0) - sent().min().unwrap_or(0)
         },
+        groups_us: {
+            let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
+            let g = ((owd.len() as f64).sqrt().floor() as usize).max(2);
+            let d = group_medians(&owd, g);
+            let first = d.first().copied().unwrap_or(0.0);
+            d.iter().map(|x| (x - first) / 1e3).collect()
+        },
     });
 }
 

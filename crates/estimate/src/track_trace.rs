@@ -30,6 +30,8 @@ pub struct StreamRecord {
     pub beside_bytes: u64,
     pub host_bytes_per_s: u64,
     pub span_ns: u64,
+    /// The trend test's group medians of the one-way delay (µs above the first group's).
+    pub groups_us: Vec<f64>,
 }
 
 const MAX_RECORDS: usize = 200_000;

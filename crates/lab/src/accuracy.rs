@@ -332,7 +332,7 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
 /// [`DRAIN_SECS`] (saturating whatever the cross load, as the capacity flood at `up`), everything
 /// delivered past the shaper over its middle half, then a pause for the queue to empty before
 /// the next run.
-fn drain_now(tb: &Testbed, c: f64) -> Result<f64> {
+pub(crate) fn drain_now(tb: &Testbed, c: f64) -> Result<f64> {
     let w = mgrp_testbed::capacity::saturating_flow_window(
         tb,
         &format!("cbr:{}bit", (1.25 * c) as u64),
