@@ -315,7 +315,7 @@ fn scenario(
     let app = app.map(|a| a.stop()).transpose()?;
     // What the link drains now, on top of the cross traffic and after the run's own load
     // (the flood at the testbed's start read 89.9–98.9 Mbit/s on one 100 Mbit/s machine
-    // within 20 minutes, the truth's A moving with it).
+    // within an hour, the truth's A moving with it).
     let drained_bps = crate::accuracy::drain_now(tb, c)?;
     let start_ns = gen.start_ns();
     let gen = gen.stop()?;
@@ -343,27 +343,19 @@ fn scenario(
             }
         })
         .collect();
-    let errs: Vec<f64> = recs
-        .iter()
-        .filter_map(|(t, v)| {
-            let t = to_mono(*t);
-            let w = truth.window(t.saturating_sub(1_000_000_000), t)?;
-            let a = w.avail_bps - app_bps.unwrap_or(0.0);
-            (a > 0.0).then(|| (v - a).abs() / a)
-        })
-        .collect();
-    // The same against the truth with C as drained after the run: A + (drained − C).
-    let errs_drained: Vec<f64> = recs
-        .iter()
-        .filter_map(|(t, v)| {
-            let t = to_mono(*t);
-            let w = truth.window(t.saturating_sub(1_000_000_000), t)?;
-            let a = w.avail_bps - app_bps.unwrap_or(0.0) + drained_bps - c;
-            (a > 0.0).then(|| (v - a).abs() / a)
-        })
-        .collect();
-    let (median_err, p90_err) = median_p90(errs);
-    let (median_err_drained, p90_err_drained) = median_p90(errs_drained);
+    // Errors against each estimate's truth, and against it with C as drained after the run
+    // (A + drained − C).
+    let errs = |shift: f64| -> Vec<f64> {
+        record
+            .iter()
+            .filter_map(|r| {
+                let a = r.truth_bps? + shift;
+                (a > 0.0).then(|| (r.value_bps - a).abs() / a)
+            })
+            .collect()
+    };
+    let (median_err, p90_err) = median_p90(errs(0.0));
+    let (median_err_drained, p90_err_drained) = median_p90(errs(drained_bps - c));
     let follow_s = if kind == "step" {
         let less = app_bps.unwrap_or(0.0);
         follow(&truth, &recs, to_mono, start_ns, secs / 4.0, t1, less)
@@ -397,8 +389,6 @@ fn scenario(
     })
 }
 
-/// For each level change of the STEP pattern inside the run: seconds to the first estimate
-/// within 10% of the new level's truth (less `less_bps`, the application's own rate).
 /// The median and 90th percentile of `v` (`None` when empty).
 fn median_p90(mut v: Vec<f64>) -> (Option<f64>, Option<f64>) {
     v.sort_by(f64::total_cmp);
@@ -406,6 +396,8 @@ fn median_p90(mut v: Vec<f64>) -> (Option<f64>, Option<f64>) {
     (q(0.5), q(0.9))
 }
 
+/// For each level change of the STEP pattern inside the run: seconds to the first estimate
+/// within 10% of the new level's truth (less `less_bps`, the application's own rate).
 fn follow(
     truth: &Truth,
     recs: &[(u64, f64)],
