@@ -16,6 +16,8 @@ pub mod modes_bench;
 pub mod mpat_bench;
 pub mod pacing_bench;
 pub mod passive_bench;
+#[cfg(test)]
+mod phase_study;
 pub mod proxy_bench;
 pub mod riders_bench;
 pub mod rig;

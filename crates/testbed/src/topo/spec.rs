@@ -781,7 +781,7 @@ mod tests {
         assert_eq!(s.capacity_bps, 20_000_000);
         assert_eq!(s.buffer, Buffer::Packets(100));
         assert_eq!(s.shaper, Shaper::Htb);
-        assert_eq!(s.burst_bytes, 100);
+        assert_eq!(s.burst_bytes, 150);
         assert!(s.a_to_b && !s.b_to_a);
         assert!(t.links[1].shaping.is_none());
         assert_eq!(t.icmp, IcmpRateLimit::Off);
