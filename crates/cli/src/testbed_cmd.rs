@@ -39,7 +39,7 @@ pub struct PathArgs {
     /// Bottleneck buffer: packets (100p), time at capacity (50ms) or bytes (64kb).
     #[arg(long, default_value = "100p", value_parser = buffer)]
     buffer: Buffer,
-    /// Shaper burst in bytes [default: max(100 B, 20 us × capacity); + one frame for tbf].
+    /// Shaper burst in bytes [default: max(100 B, 60 µs × capacity); + one frame for tbf].
     #[arg(long, value_parser = bytes)]
     burst: Option<u64>,
     /// Shaping discipline on the bottleneck.

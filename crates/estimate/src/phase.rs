@@ -34,8 +34,8 @@ pub fn reading_train(shape: ReadingShape, c_bps: f64) -> TrainSpec {
     TrainSpec::constant_rate(n, size, c_bps)
 }
 
-/// Least-squares slope of `y` against `x`.
-fn slope(pts: &[(f64, f64)]) -> Option<f64> {
+/// Least-squares slope of `y` against `x` (`None`: all `x` alike).
+pub fn slope(pts: &[(f64, f64)]) -> Option<f64> {
     let n = pts.len() as f64;
     let (mx, my) = pts
         .iter()

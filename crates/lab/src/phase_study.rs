@@ -5,23 +5,11 @@
 //! (CAP Mbit/s, CELLS "idle,cbr:30,poisson:30", N readings a cell).
 
 use crate::rig::Worker;
-use mgrp_estimate::phase::{read_avail, reading_train, ReadingShape};
+use mgrp_estimate::phase::{read_avail, reading_train, slope, ReadingShape};
 use mgrp_estimate::{wire_bits, TrainResult};
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT, DEFAULT_MAX_LATE};
 use mgrp_testbed::{CrossPattern, DelayMode, Testbed, TestbedConfig, TruthSampler};
 use std::time::Duration;
-
-/// Least-squares slope of the (index, stamp) points a train's probes give.
-fn slope(pts: &[(f64, f64)]) -> f64 {
-    let n = pts.len() as f64;
-    let (mx, my) = pts
-        .iter()
-        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x / n, b + y / n));
-    let (sxy, sxx) = pts.iter().fold((0.0, 0.0), |(a, b), (x, y)| {
-        (a + (x - mx) * (y - my), b + (x - mx) * (x - mx))
-    });
-    sxy / sxx
-}
 
 /// Input rate (from actual send times), output rate (receive stamps), both bit/s.
 fn rates(r: &TrainResult) -> (f64, f64, usize) {
@@ -36,7 +24,8 @@ fn rates(r: &TrainResult) -> (f64, f64, usize) {
         .iter()
         .filter_map(|p| Some((p.index as f64, p.rx_ns?.0 as f64)))
         .collect();
-    (bits / slope(&sent) * 1e9, bits / slope(&rx) * 1e9, rx.len())
+    let rate = |pts: &[(f64, f64)]| slope(pts).map_or(f64::NAN, |g| bits / g * 1e9);
+    (rate(&sent), rate(&rx), rx.len())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
