@@ -28,11 +28,6 @@ fn rates(r: &TrainResult) -> (f64, f64, usize) {
     (rate(&sent), rate(&rx), rx.len())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 #[test]
 #[ignore]
 fn phase_study() {
@@ -119,7 +114,7 @@ fn phase_study() {
             reads.len(),
             q(&ins),
             q(&outs),
-            median(rxs),
+            q(&rxs),
         );
     }
 }
