@@ -223,7 +223,23 @@ class Live:
         return Client(self.url, timeout=20.0, **kw)  # type: ignore[arg-type]
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in self.procs)
+        return "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in self.procs) + self.schedule_state()
+
+    def schedule_state(self, seconds: float = 60.0) -> str:
+        """The schedule's counters and last error, and its avail_bw estimates of the last
+        `seconds` (when each ended, how long it ran, what it read): why events did not come."""
+        try:
+            c = self.client()
+            out = ["--- schedules ---", *(repr(s) for s in c.schedules())]
+            now = time.time_ns()
+            recs = c.records(peer=self.peer, from_ns=now - int(seconds * 1e9))
+            out.append(f"--- avail_bw estimates of the last {seconds:.0f} s (age s, ran s, Mbit/s, method) ---")
+            out += [
+                f"{(now - r.t_ns) / 1e9:6.1f} {r.elapsed_s:5.2f} {r.value / 1e6:6.2f} {r.method}" for r in recs
+            ]
+            return "\n" + "\n".join(out)
+        except Exception as e:  # diagnostics only: never hide the failure they explain
+            return f"\n(schedule state unavailable: {e})"
 
     def stop(self) -> None:
         errors: List[str] = []

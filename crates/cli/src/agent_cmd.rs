@@ -139,12 +139,13 @@ pub fn run(a: AgentArgs) -> Result<()> {
             say!("{}", serde_json::to_string(&s).unwrap_or_default());
         } else {
             say!(
-                "schedules: {} measurements, {} estimates stored, {} kB of probes, {} skipped and {} cut for budget, {} errors",
+                "schedules: {} measurements, {} estimates stored, {} kB of probes, {} skipped and {} cut for budget, {} timed out, {} errors",
                 s.measurements,
                 s.estimates_stored,
                 s.probe_bytes / 1000,
                 s.skipped_for_budget,
                 s.cut_by_budget,
+                s.timed_out,
                 s.errors
             );
         }

@@ -28,6 +28,13 @@ use std::time::{Duration, Instant};
 /// again.
 const REDERIVE: f64 = 0.2;
 
+/// The least time a scheduled round may run before it is ended (a longer period allows more).
+/// Long enough for a slow round to conclude: `auto` at 20 Mbit/s usually takes 1–2 s, but with
+/// the host stealing CPU (16% of trains sent again) single rounds took 4–5 s, and at the old
+/// 5 s bound two rounds in 56 ended unconcluded, leaving 10–13 s without an estimate
+/// (docs/service.md, "Round deadline").
+pub const ROUND_DEADLINE: Duration = Duration::from_secs(15);
+
 /// The schedule's ceiling: configured, or tracking's default.
 fn ceiling_share(p: &crate::config::PathSchedule) -> Option<f64> {
     p.ceiling
@@ -191,7 +198,7 @@ impl Driver {
                 Vec::new()
             };
         }
-        let deadline = Instant::now() + p.every.max(Duration::from_secs(5));
+        let deadline = Instant::now() + p.every.max(ROUND_DEADLINE);
         if p.method == track::METHOD {
             link.cover.handle_active(mgrp_clock::realtime_ns());
             st.set_covered(None);
@@ -214,6 +221,15 @@ impl Driver {
             control,
         } = m;
         let now = mgrp_clock::now_ns();
+        // The estimator had not concluded by the deadline: its partial estimate is not stored
+        // (consumers act on final ones).
+        let timed_out = Instant::now() >= deadline
+            && result
+                .as_ref()
+                .is_ok_and(|e| !(fresh && e.as_ref().is_some_and(|e| e.final_)));
+        if timed_out {
+            c.bump(&c.timed_out, 1);
+        }
         c.bump(&c.probe_bytes, bytes);
         c.bump(&c.measurements, 1);
         st.last_ns
@@ -312,6 +328,10 @@ impl Driver {
                 }
                 Err(e) => st.fail(&e.to_string()),
             }
+        }
+        if timed_out && !starved {
+            // After the publish, which clears the last error: the API says why no estimate came.
+            st.timed_out(p.every.max(ROUND_DEADLINE));
         }
         if starved {
             st.budget_ran_out(&format!(

@@ -32,6 +32,7 @@ pub mod watch;
 pub mod wren2;
 
 pub use archive::Archive;
+pub use driver::ROUND_DEADLINE;
 pub use hub::{counter_pairs, AgentCounters, Hub};
 pub use path::{CounterSnapshot, PathState, ScheduleView};
 pub use service::{open_store, ReloadReport, Service};

@@ -105,3 +105,30 @@ fn keeps_a_path_fresh_within_its_budget() {
         assert!(view.budget_bytes_per_min >= 2_000_000, "{view:?}");
     })
 }
+
+#[test]
+fn a_round_past_its_deadline_stores_no_estimate_and_says_so() {
+    // pathload's own pacing at 2 Mbit/s: its streams last 10× longer than at 20 Mbit/s, where a
+    // search took 11–21 s here (four runs), so no round concludes within the 15 s deadline.
+    let tb = common::testbed_at(2_000_000);
+    let (_agent, key) = common::agent_at_rcv(&tb);
+    let peer = Role::Rcv.addr();
+    let deadline = mgrp_service::ROUND_DEADLINE.as_secs();
+    let (_, recs, c, view) = run(
+        &tb,
+        &key,
+        &format!(
+            "[[path]]\npeer = \"{peer}\"\nmethod = \"slops-slow\"\nevery = \"1s\"\nbudget = \"100mb\""
+        ),
+        deadline + 3,
+    );
+    assert!(recs.is_empty(), "a partial search was stored: {recs:?}");
+    assert_eq!(c.timed_out, 1, "{c:?}");
+    assert!(c.probe_bytes > 0 && c.errors == 0, "{c:?}");
+    assert!(
+        view.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains(&format!("{deadline} s deadline"))),
+        "{view:?}"
+    );
+}

@@ -357,6 +357,8 @@ class Counters:
     cut_by_budget: int = 0
     errors: int = 0
     probe_bytes: int = 0
+    # Rounds that reached their deadline before the estimate was final (nothing stored).
+    timed_out: int = 0
 
     @classmethod
     def from_json(cls, v: Any) -> "Counters":
@@ -369,6 +371,7 @@ class Counters:
             cut_by_budget=_int(d, "cut_by_budget", w, 0),
             errors=_int(d, "errors", w, 0),
             probe_bytes=_int(d, "probe_bytes", w, 0),
+            timed_out=_int(d, "timed_out", w, 0),
         )
 
     def to_dict(self) -> Dict[str, int]:
@@ -379,6 +382,7 @@ class Counters:
             "cut_by_budget": self.cut_by_budget,
             "errors": self.errors,
             "probe_bytes": self.probe_bytes,
+            "timed_out": self.timed_out,
         }
 
 
