@@ -19,6 +19,7 @@ import os
 import secrets
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
 import threading
@@ -113,6 +114,7 @@ class Live:
         self._tb_up = False
         self._home_ns: Optional[int] = None  # fd of the namespace the session started in
         self._in_snd = False
+        self._awake: Optional[int] = None  # fd of our PM QoS request (see _hold_cpus_awake)
 
     # -- processes ----------------------------------------------------------------------------
 
@@ -176,6 +178,7 @@ class Live:
         for tool in ("ip", "tc"):
             if shutil.which(tool) is None:
                 pytest.fail(f"the live tests need `{tool}` (iproute2) on PATH", pytrace=False)
+        self._hold_cpus_awake()
         up = self.run("testbed", "up", "--name", self.name, "--capacity", "20mbit")
         self._tb_up = True  # even a half-built testbed is torn down
         if up.returncode != 0:
@@ -203,6 +206,25 @@ class Live:
             _setns(f.fileno())
         self._in_snd = True
         self._wait_api()
+
+    def _hold_cpus_awake(self) -> None:
+        """Hold a PM QoS request of 0 µs (no CPU idles deeper than polling) for the session, as
+        the Rust tests' testbeds do (docs/testbed.md, "CPUs held awake"): `mgrp testbed up`
+        outlives its process, so its testbed is not held. Free to idle, a halted vCPU's shaper
+        timer fires late. This fixture's schedule (`auto` every 1 s, idle 20 Mbit/s path), 60 s
+        each way, alternated twice: held, rounds ran 0.76/0.83 s at the median (slowest 2.8 s)
+        and read 19.4/19.2 Mbit/s; free to idle 1.42/1.16 s and 17.5/18.2 Mbit/s; and in one
+        noisy hour free to idle, single rounds took up to 9 s."""
+        try:
+            fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
+        except OSError:
+            return  # no PM QoS device: the tests run, as the Rust ones do
+        try:
+            os.write(fd, struct.pack("i", 0))  # native-endian s32, as the kernel reads it
+        except OSError:
+            os.close(fd)
+            return
+        self._awake = fd
 
     def _wait_api(self, bound: float = 15.0) -> None:
         c = self.client()
@@ -264,6 +286,9 @@ class Live:
         if self._home_ns is not None:
             os.close(self._home_ns)
             self._home_ns = None
+        if self._awake is not None:
+            os.close(self._awake)  # closing withdraws the request
+            self._awake = None
         shutil.rmtree(self.dir, ignore_errors=True)
         if errors:
             raise RuntimeError("teardown: " + "; ".join(errors))
