@@ -29,10 +29,10 @@ use std::time::{Duration, Instant};
 const REDERIVE: f64 = 0.2;
 
 /// The least time a scheduled round may run before it is ended (a longer period allows more).
-/// Long enough for a slow round to conclude: `auto` at 20 Mbit/s usually takes 1–2 s, but with
-/// the host stealing CPU (16% of trains sent again) single rounds took 4–5 s, and at the old
-/// 5 s bound two rounds in 56 ended unconcluded, leaving 10–13 s without an estimate
-/// (docs/service.md, "Round deadline").
+/// Long enough for a slow round to conclude: `auto` on an idle 20 Mbit/s testbed path takes
+/// 1–2 s at the median, but with the CPUs free to idle single rounds took 4–9 s; at the old 5 s
+/// bound two rounds in 56 ended unconcluded, leaving 10–13 s without an estimate (docs/service.md,
+/// "Round deadline"). `path::Counters::timed_out` must say the same number.
 pub const ROUND_DEADLINE: Duration = Duration::from_secs(15);
 
 /// The schedule's ceiling: configured, or tracking's default.

@@ -21,7 +21,7 @@ mgrp_counters::counters! {
         cut_by_budget,
         /// Errors (connect, measure, store)
         errors,
-        /// Rounds that reached their deadline ([`crate::ROUND_DEADLINE`]) before the
+        /// Rounds that reached their deadline (15 s, or the period if longer) before the
         /// estimator concluded: nothing was stored for them
         timed_out,
         /// Rounds not run: fresh passive or inline estimates agreeing with the tracked value
@@ -286,7 +286,6 @@ impl PathState {
         );
     }
 
-    /// A fresh estimate stored: the next failure is news.
     /// A round reached its deadline before its estimator concluded (counted in `timed_out`).
     pub(crate) fn timed_out(&self, deadline: std::time::Duration) {
         self.set_error(&format!(
@@ -295,6 +294,7 @@ impl PathState {
         ));
     }
 
+    /// A fresh estimate stored: the next failure is news.
     pub(crate) fn ok(&self) {
         self.budget_exhausted.store(false, Ordering::Relaxed);
         if let Ok(mut last) = self.last_error.lock() {
