@@ -198,7 +198,8 @@ impl Driver {
                 Vec::new()
             };
         }
-        let deadline = Instant::now() + p.every.max(ROUND_DEADLINE);
+        let limit = p.every.max(ROUND_DEADLINE);
+        let deadline = Instant::now() + limit;
         if p.method == track::METHOD {
             link.cover.handle_active(mgrp_clock::realtime_ns());
             st.set_covered(None);
@@ -331,7 +332,7 @@ impl Driver {
         }
         if timed_out && !starved {
             // After the publish, which clears the last error: the API says why no estimate came.
-            st.timed_out(p.every.max(ROUND_DEADLINE));
+            st.timed_out(limit);
         }
         if starved {
             st.budget_ran_out(&format!(
