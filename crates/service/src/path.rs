@@ -289,7 +289,8 @@ impl PathState {
     /// A round reached its deadline before its estimator concluded (counted in `timed_out`).
     pub(crate) fn timed_out(&self, deadline: std::time::Duration) {
         self.set_error(&format!(
-            "a round reached its {} s deadline before its estimate was final; nothing stored",
+            "a round reached its {} s deadline before its estimate was final; nothing stored \
+             (a longer `every` gives rounds longer, or the host may be too busy to measure)",
             deadline.as_secs()
         ));
     }
