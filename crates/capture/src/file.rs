@@ -267,10 +267,26 @@ mod tests {
         f
     }
 
-    fn write(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    /// A file in the temp dir, removed when dropped (also when an assertion fails).
+    struct TempFile(std::path::PathBuf);
+
+    impl std::ops::Deref for TempFile {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn write(name: &str, bytes: &[u8]) -> TempFile {
         let p = std::env::temp_dir().join(format!("mgrp-capture-{}-{name}", std::process::id()));
         std::fs::write(&p, bytes).unwrap();
-        p
+        TempFile(p)
     }
 
     fn read_all(p: &Path) -> (Vec<Segment>, FileStats, Option<Error>) {
@@ -299,7 +315,6 @@ mod tests {
         );
         let p = write("ns.pcap", &bytes);
         let (segs, stats, err) = read_all(&p);
-        std::fs::remove_file(&p).unwrap();
         assert!(err.is_none(), "{err:?}");
         assert_eq!(segs.len(), 2);
         assert_eq!(segs[0].ts_ns, 1_700_000_000_123_456_789);
@@ -348,9 +363,6 @@ mod tests {
         for n in 0..good.len() {
             let p = write("each.pcap", &good[..n]);
             let _ = read_all(&p);
-        }
-        for p in [p, p2, p3, p4, p5, p6] {
-            let _ = std::fs::remove_file(p);
         }
     }
 }
