@@ -53,7 +53,10 @@ fn progress(s: &str) {
 }
 
 /// How the lab's experiments report progress (stderr) and learn to stop (Ctrl-C, SIGTERM).
+/// Installs the handlers: without them a signal ended a bench before it tore its testbed down
+/// (and a bench started in the background by a script ignored Ctrl-C altogether).
 pub fn hooks() -> mgrp_lab::Hooks<'static> {
+    catch_signals();
     mgrp_lab::Hooks {
         progress: &progress,
         stop: &interrupted,
