@@ -104,7 +104,7 @@ pub fn load_avg() -> Option<f64> {
         .ok()
 }
 
-fn pattern(kind: &str, load: u32, c: f64) -> Result<Option<CrossPattern>> {
+pub(crate) fn pattern(kind: &str, load: u32, c: f64) -> Result<Option<CrossPattern>> {
     let r = c * load as f64 / 100.0;
     let mb = |x: f64| format!("{:.3}mbit", x / 1e6);
     let spec = match kind {
@@ -181,19 +181,24 @@ impl AccuracyConfig {
     }
 }
 
+/// The grid's testbed: the default one at capacity `c` (bit/s).
+pub(crate) fn testbed(c: f64) -> Result<Testbed> {
+    Ok(Testbed::up(
+        TestbedConfig {
+            capacity_bps: c as u64,
+            ..Default::default()
+        },
+        DelayMode::Thread,
+    )?)
+}
+
 /// Run the grid: one testbed per capacity, each cell's cross traffic, every method `reps` times.
 pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
     cfg.check()?;
     let mut runs: Vec<Run> = Vec::new();
     for &cap in &cfg.capacities {
         let c = cap * 1e6;
-        let tb = Testbed::up(
-            TestbedConfig {
-                capacity_bps: c as u64,
-                ..Default::default()
-            },
-            DelayMode::Thread,
-        )?;
+        let tb = testbed(c)?;
         let worker = Worker::start(&tb, "bench-estimator", run_method)?;
         // Cells: the idle path once, UDP kinds at each non-zero load, TCP once.
         let mut cells: Vec<(String, Option<u32>)> = Vec::new();

@@ -3,6 +3,8 @@
 //! results: the `mgrp` CLI does, and tests call the same functions.
 
 pub mod accuracy;
+#[cfg(test)]
+mod auto_study;
 pub mod bottleneck_bench;
 pub mod capacity_bench;
 pub mod dashboard_run;
