@@ -77,8 +77,8 @@ pub struct TimeAvgParams {
     /// 0.345 → 0.185). A saturated link fills the queue far above one stream's bits.
     pub plateau_rises: bool,
     /// Send no new stream once this long (ns) has passed since the first: the time average
-    /// ends with the strata it has, each one missing counted at the mean of those read and
-    /// with the widest uncertainty. Why: on a link that TCP holds full every stream loses
+    /// ends with the strata it has, each one missing read from its neighbours in rate
+    /// ([`TimeAvg::fill`]). Why: on a link that TCP holds full every stream loses
     /// probes and its report waits for the stragglers of a deep queue (at 20 Mbit/s with 4
     /// TCP flows, 0.4 s a stream: 40 streams took 15–18 s, past the service's 15 s round
     /// deadline). `None`: every stratum, however long it takes.
@@ -303,6 +303,33 @@ impl TimeAvg {
         (x, x * (1.0 - x))
     }
 
+    /// The variance of the strata [`TimeAvg::fill`] read from their neighbours. A run of
+    /// them between the same two read strata shares one unknown (where A's share crosses
+    /// between them), so it counts as one block of its width: a uniform crossing, 1/12 of the
+    /// width squared, where read strata bound it on both sides; else the run's largest doubt.
+    fn filled_doubt(&self, share: &[f64]) -> f64 {
+        let c = self.p.capacity_bps;
+        let n = self.shares.len();
+        let mut var = 0.0;
+        let mut j = 0;
+        while j < n {
+            let (mut k, mut width, mut worst) = (j, 0.0, 0.0f64);
+            while k < n && self.shares[k].is_none() && self.fill(k).1 > 0.0 {
+                width += c * share[k];
+                worst = worst.max(self.fill(k).1);
+                k += 1;
+            }
+            if k == j {
+                j += 1;
+                continue;
+            }
+            let bounded = j > 0 && k < n;
+            var += width.powi(2) * if bounded { 1.0 / 12.0 } else { worst };
+            j = k;
+        }
+        var
+    }
+
     /// (low, area, high) from the streams so far; strata without a stream count as ½ with the
     /// widest uncertainty (once the budget cut the time average short: as their neighbours
     /// in rate say, [`TimeAvg::fill`]).
@@ -311,20 +338,11 @@ impl TimeAvg {
         let w = c / self.p.streams as f64;
         let share = self.weights();
         // Once the budget cut the time average short, a stratum without a stream is read from
-        // its neighbours in rate (P(A > R) falls with R): between two that agree, their
-        // reading; between two that disagree, in proportion; beyond the last one read, its
-        // reading where that says the same of every rate further out (flat below, risen
-        // above), else unknown. `doubt` is each such stratum's binomial uncertainty.
-        let (x, doubt): (Vec<f64>, Vec<f64>) = if self.cut {
-            (0..self.shares.len()).map(|j| self.fill(j)).unzip()
+        // its neighbours in rate (P(A > R) falls with R, [`TimeAvg::fill`]).
+        let x: Vec<f64> = if self.cut {
+            (0..self.shares.len()).map(|j| self.fill(j).0).collect()
         } else {
-            let x = self.shares.iter().map(|s| s.unwrap_or(0.5)).collect();
-            let d = self
-                .shares
-                .iter()
-                .map(|s| if s.is_some() { 0.0 } else { 0.25 })
-                .collect();
-            (x, d)
+            self.shares.iter().map(|s| s.unwrap_or(0.5)).collect()
         };
         let area: f64 = x.iter().zip(&share).map(|(v, s)| c * s * v).sum();
         // The stratified estimator's variance, strata collapsed in adjacent pairs (each pair
@@ -336,28 +354,16 @@ impl TimeAvg {
                 (_, s) => (c * s[0] * 0.5).powi(2),
             };
         }
-        // Strata filled alike between the same two read ones share one unknown (where A's
-        // share crosses between them), so a run of them is one block: its width squared
-        // times the doubt (a uniform crossing: 1/12 of the block's range, times 3 × the
-        // 0/1 doubt of ¼ at the centre; ¼ where nothing bounds it).
-        let mut j = 0;
-        while j < doubt.len() {
-            let mut k = j;
-            let mut width = 0.0;
-            let mut worst: f64 = 0.0;
-            while k < doubt.len() && self.shares[k].is_none() && doubt[k] > 0.0 {
-                width += c * share[k];
-                worst = worst.max(doubt[k]);
-                k += 1;
-            }
-            if k == j {
-                j += 1;
-                continue;
-            }
-            let bounded = j > 0 && k < doubt.len();
-            var += width.powi(2) * if bounded { 1.0 / 12.0 } else { worst };
-            j = k;
-        }
+        var += if self.cut {
+            self.filled_doubt(&share)
+        } else {
+            self.shares
+                .iter()
+                .zip(&share)
+                .filter(|(x, _)| x.is_none())
+                .map(|(_, s)| (c * s * 0.5).powi(2))
+                .sum::<f64>()
+        };
         // A stream less than about ¾δ above A passes for flat (its queue stays under the trend
         // test's threshold): the area reads high by up to that much wherever some higher rate
         // rose. Corrected by ¾δ times the share of the top strata that rose (none on an idle
