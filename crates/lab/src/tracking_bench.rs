@@ -21,8 +21,9 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct TrackingConfig {
     pub capacities_mbit: Vec<f64>,
-    /// Cross traffic: step (CBR between 30% and 50% of C), cbr, poisson (50% of C), onoff
-    /// (30% of C on average, at 60% half the time), peaks (30% of C with peaks to 60%).
+    /// Cross traffic: step (CBR between 30% and 50% of C), stairs (the demo's six CBR levels,
+    /// 10–60% of C), cbr, poisson (50% of C), onoff (30% of C on average, at 60% half the
+    /// time), peaks (30% of C with peaks to 60%).
     pub kinds: Vec<String>,
     /// Methods: track, auto, chirp, slops-slow (and the other scheduled ones).
     pub methods: Vec<String>,
@@ -37,6 +38,22 @@ pub struct TrackingConfig {
     /// before 2026-11-28) instead of skipping those more than 1 ms late.
     pub send_late: bool,
 }
+
+/// The cross traffic kinds a scenario may have.
+const KINDS: [&str; 7] = ["step", "stairs", "cbr", "poisson", "onoff", "peaks", "web"];
+
+/// Levels of the STEP kinds over a run (each gets an equal share of it); 0: not a STEP.
+fn step_levels(kind: &str) -> usize {
+    match kind {
+        "step" => 4,
+        "stairs" => STAIRS.len(),
+        _ => 0,
+    }
+}
+
+/// `make demo`'s STEP as shares of C (2, 6, 10, 12, 8, 4 Mbit/s of 20), full-size packets:
+/// steps of A of 10–20% of C down and then up, where phase readings were seen to start.
+const STAIRS: [f64; 6] = [0.1, 0.3, 0.5, 0.6, 0.4, 0.2];
 
 /// The application flow's port (opted into riders as `tcp:PORT`).
 const APP_PORT: u16 = 5201;
@@ -61,8 +78,8 @@ impl TrackingConfig {
         )?;
         for k in &self.kinds {
             ensure(
-                ["step", "cbr", "poisson", "onoff", "peaks", "web"].contains(&k.as_str()),
-                &format!("unknown cross traffic {k:?}: step, cbr, poisson, onoff, peaks, web"),
+                KINDS.contains(&k.as_str()),
+                &format!("unknown cross traffic {k:?}: {}", KINDS.join(", ")),
             )?;
         }
         for m in &self.methods {
@@ -157,6 +174,11 @@ fn pattern(kind: &str, c: f64, secs: f64) -> Result<CrossPattern> {
             m(0.3),
             m(0.5),
             (secs * 1000.0 / 4.0) as u64
+        ),
+        "stairs" => format!(
+            "step:{},every={}ms",
+            STAIRS.map(m).join(","),
+            (secs * 1000.0 / STAIRS.len() as f64) as u64
         ),
         "cbr" => format!("cbr:{},size=1000", m(0.5)),
         // Bursts at 60% of C for 0.5 s (exponential on and off times), 30% on average.
@@ -356,9 +378,18 @@ fn scenario(
     };
     let (median_err, p90_err) = median_p90(errs(0.0));
     let (median_err_drained, p90_err_drained) = median_p90(errs(drained_bps - c));
-    let follow_s = if kind == "step" {
+    let levels = step_levels(kind);
+    let follow_s = if levels > 0 {
         let less = app_bps.unwrap_or(0.0);
-        follow(&truth, &recs, to_mono, start_ns, secs / 4.0, t1, less)
+        follow(
+            &truth,
+            &recs,
+            to_mono,
+            start_ns,
+            secs / levels as f64,
+            t1,
+            less,
+        )
     } else {
         Vec::new()
     };

@@ -59,6 +59,8 @@ struct Measured {
     control: u64,
     /// Read from the same trains: no probes of its own.
     jitter: Option<Jitter>,
+    /// A tracker's random wait before its next round, on top of the schedule's.
+    dither_ns: u64,
 }
 
 /// What one schedule's thread needs.
@@ -220,6 +222,7 @@ impl Driver {
             rtt,
             jitter,
             control,
+            dither_ns,
         } = m;
         let now = mgrp_clock::now_ns();
         // The estimator had not concluded by the deadline: its partial estimate is not stored
@@ -248,6 +251,7 @@ impl Driver {
                 if let Some(need) = need.filter(|_| cut) {
                     sched.wait_for_room(need);
                 }
+                sched.defer(dither_ns);
                 e
             }
             Err(e) => {
@@ -410,6 +414,7 @@ impl Driver {
                 lost,
                 rtt: s.control_rtt(),
                 control: control_since(s, ctl0),
+                dither_ns: t.round_dither_ns(),
             });
         }
         // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.
@@ -440,6 +445,7 @@ impl Driver {
             lost: bounded.probes_lost,
             rtt: s.control_rtt(),
             control: control_since(s, ctl0),
+            dither_ns: 0,
         })
     }
 

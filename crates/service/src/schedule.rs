@@ -208,6 +208,12 @@ impl Schedule {
         self.pay_back(now_ns, bytes);
     }
 
+    /// Start the next round `extra_ns` later than the rhythm and the pay-back say (a tracker's
+    /// random wait between phase readings).
+    pub fn defer(&mut self, extra_ns: u64) {
+        self.next_ns = self.next_ns.saturating_add(extra_ns);
+    }
+
     /// A round was cut before a train of `need` bytes: no next round before the trailing
     /// minute has room for it (rounds due sooner would only be cut again, spending nothing).
     /// A train larger than the whole budget never fits: the rhythm is left as it is.

@@ -102,6 +102,7 @@ impl PacedTracker {
         if let Some(need) = t.pending_frames().filter(|_| cut) {
             self.sched.wait_for_room(need);
         }
+        self.sched.defer(t.round_dither_ns());
         if let Some(c) = t.capacity_bps() {
             self.sched.set_ceiling(Some(self.ceiling * c / 8.0));
         }
@@ -178,6 +179,50 @@ mod tests {
             concluded += usize::from(pt.tracker().round_concluded());
         }
         (sent, concluded)
+    }
+
+    /// Phase readings in round mode are not a fixed period apart either: the schedule's
+    /// pacing alone spaced them at one steady pay-back (125 ms at 20 Mbit/s), and readings
+    /// that far apart met a CBR source at the same phase of its packets each time (the
+    /// testbed's `stairs`: a 1 s mean walking 13 → 17 Mbit/s on a steady 16). The tracker's
+    /// random wait is now added on top of the schedule's, so the gaps between reading rounds
+    /// vary by at least half a reading interval (p10–p90; before: the pay-back's jitter
+    /// alone, a few µs on the model).
+    #[test]
+    fn paced_readings_are_not_a_fixed_period_apart() {
+        let cross = CrossPattern::parse("onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000");
+        let mut p = FluidPath::new(20e6, 100.0 * 1514.0, 10_000_000, Some(cross.unwrap())).unwrap();
+        let mut pt = PacedTracker::new(None, 0.02, 0).unwrap();
+        let mut starts = Vec::new();
+        let horizon = 80 * S;
+        while p.now_ns() < horizon {
+            let next = pt.next_round_at();
+            if p.now_ns() < next {
+                p.idle_until(next.min(horizon));
+                continue;
+            }
+            let now = p.now_ns();
+            let Some(t) = pt.begin_round(now) else {
+                continue;
+            };
+            drive_with(t, &mut p, horizon, |_, _| {});
+            pt.end_round(p.now_ns(), 0);
+            let t = pt.tracker();
+            if t.round_concluded() && t.held().is_some_and(|e| e.quality.method == "track:phase") {
+                starts.push(now);
+            }
+        }
+        let mut gaps: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.len() >= 50, "{} readings", starts.len());
+        gaps.sort();
+        let q = |f: f64| gaps[((gaps.len() - 1) as f64 * f) as usize];
+        let least = TrackParams::default().phase_interval_ns / 2;
+        assert!(
+            q(0.9) - q(0.1) >= least,
+            "gaps p10 {} p90 {}",
+            q(0.1),
+            q(0.9)
+        );
     }
 
     /// The service's bound holds without a service: over every minute that ends at a train's
