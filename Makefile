@@ -15,17 +15,19 @@ build: deps
 # a 20 ms delay line, the seeds' STEP cross traffic (scaled x2), agents at both ends tracking
 # the path as the service does (one lean search, then short checks; at most 2% of C over any
 # trailing minute), each estimate printed beside the ground truth of its second and the probe
-# load of the minute before it. 60 s: with A near C the first search costs ~1 MB, a third of
-# the first minute's 2%.
+# load of the minute before it. A level every 15 s (the seed's 45 s compressed 3x), not 10:
+# at 2% of 20 Mbit/s (3 MB a minute) the first search (~0.85 MB) and a re-search per step
+# (~0.3-0.45 MB) leave no room for a fifth step in the first minute; with 10 s levels the
+# last one waited for the budget (docs/tracking.md, "Fourteenth round").
 demo: build
 	./target/release/mgrp testbed run --capacity 20mbit --delay 20ms \
-	    --cross step:2,6,10,12,8,4mbit,every=10s --duration 60s --track --out target/demo.json
+	    --cross step:2,6,10,12,8,4mbit,every=15s --duration 90s --track --out target/demo.json
 
-# The estimation service on the same testbed for 10 minutes, STEP cross traffic 10 s a step:
+# The estimation service on the same testbed for 10 minutes, STEP cross traffic 15 s a step:
 # open http://127.0.0.1:7241/ and watch available bandwidth follow the steps (Ctrl-C to stop).
 dashboard: build
 	./target/release/mgrp testbed run --capacity 20mbit --delay 20ms \
-	    --cross step:2,6,10,12,8,4mbit,every=10s --duration 10m --report-every 10s --dashboard
+	    --cross step:2,6,10,12,8,4mbit,every=15s --duration 10m --report-every 10s --dashboard
 
 lint:
 	$(CARGO) fmt --all -- --check
