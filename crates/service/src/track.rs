@@ -153,13 +153,19 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
-    /// Every train's (start, frames) and the estimates concluded, for `horizon_s` of `cross`
-    /// on a `c` path tracked by a [`PacedTracker`] that measures C itself (as the demo does).
-    fn run(c: f64, cross: &str, horizon_s: u64) -> (Vec<(u64, u64)>, usize) {
+    /// Track `cross` on a `c` path for `horizon_s` with a [`PacedTracker`] that measures C
+    /// itself (as the demo does): every train's (start, frames) go to `sent`, and after each
+    /// round `rounds` is told when it started and ended, and the tracker. The path, at the end.
+    fn paced(
+        c: f64,
+        cross: &str,
+        horizon_s: u64,
+        sent: &mut Vec<(u64, u64)>,
+        mut rounds: impl FnMut(u64, u64, &Tracker),
+    ) -> FluidPath {
         let cross = CrossPattern::parse(cross).unwrap();
         let mut p = FluidPath::new(c, 100.0 * 1514.0, 10_000_000, Some(cross)).unwrap();
         let mut pt = PacedTracker::new(None, 0.02, 0).unwrap();
-        let (mut sent, mut concluded) = (Vec::new(), 0);
         let horizon = horizon_s * S;
         while p.now_ns() < horizon {
             let next = pt.next_round_at();
@@ -176,9 +182,55 @@ mod tests {
                 sent.push((obs.start_mono_ns.0, frames));
             });
             pt.end_round(p.now_ns(), 0);
-            concluded += usize::from(pt.tracker().round_concluded());
+            rounds(now, p.now_ns(), pt.tracker());
         }
+        p
+    }
+
+    /// Every train's (start, frames) and the estimates concluded.
+    fn run(c: f64, cross: &str, horizon_s: u64) -> (Vec<(u64, u64)>, usize) {
+        let (mut sent, mut concluded) = (Vec::new(), 0);
+        paced(c, cross, horizon_s, &mut sent, |_, _, t| {
+            concluded += usize::from(t.round_concluded())
+        });
         (sent, concluded)
+    }
+
+    /// `make demo`'s STEP (2, 6, 10, 12, 8, 4 Mbit/s on 20 Mbit/s) at its level of 15 s is
+    /// followed at the 2% ceiling, the acquisition paid for in the first minute: every level
+    /// change has an estimate within 10% of the new A within 5 s. Measured on the model (it is
+    /// deterministic): 0.5–3.5 s; with a level every 10 s (the demo before) 1.9–5.9 s, the
+    /// ceiling spent, and on the testbed the last change of a 60 s run went unfollowed.
+    #[test]
+    fn the_demo_steps_are_followed_within_the_ceiling() {
+        let level_ns = 15 * S;
+        let mut held = Vec::new();
+        let p = paced(
+            20e6,
+            "step:2,6,10,12,8,4mbit,every=15s",
+            90,
+            &mut Vec::new(),
+            |_, end, t| {
+                if let Some(e) = t.held().filter(|_| t.round_concluded()) {
+                    held.push((end, e.value_bps));
+                }
+            },
+        );
+        let mut follows = Vec::new();
+        for k in 1..6 {
+            let (from, to) = (k * level_ns, (k + 1) * level_ns);
+            let a = p.avail_bps(from + S, to);
+            let hit = held
+                .iter()
+                .find(|(t, v)| *t > from && *t < to && (v - a).abs() <= 0.1 * a)
+                .map(|(t, _)| (t - from) as f64 / 1e9);
+            follows.push(hit);
+        }
+        eprintln!("follows {follows:?}, {} estimates", held.len());
+        assert!(
+            follows.iter().all(|f| f.is_some_and(|s| s <= 5.0)),
+            "follows {follows:?}"
+        );
     }
 
     /// Phase readings in round mode are not a fixed period apart either: the schedule's
@@ -190,28 +242,13 @@ mod tests {
     /// alone, a few µs on the model).
     #[test]
     fn paced_readings_are_not_a_fixed_period_apart() {
-        let cross = CrossPattern::parse("onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000");
-        let mut p = FluidPath::new(20e6, 100.0 * 1514.0, 10_000_000, Some(cross.unwrap())).unwrap();
-        let mut pt = PacedTracker::new(None, 0.02, 0).unwrap();
         let mut starts = Vec::new();
-        let horizon = 80 * S;
-        while p.now_ns() < horizon {
-            let next = pt.next_round_at();
-            if p.now_ns() < next {
-                p.idle_until(next.min(horizon));
-                continue;
-            }
-            let now = p.now_ns();
-            let Some(t) = pt.begin_round(now) else {
-                continue;
-            };
-            drive_with(t, &mut p, horizon, |_, _| {});
-            pt.end_round(p.now_ns(), 0);
-            let t = pt.tracker();
+        let cross = "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000";
+        paced(20e6, cross, 80, &mut Vec::new(), |start, _, t| {
             if t.round_concluded() && t.held().is_some_and(|e| e.quality.method == "track:phase") {
-                starts.push(now);
+                starts.push(start);
             }
-        }
+        });
         let mut gaps: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
         assert!(gaps.len() >= 50, "{} readings", starts.len());
         gaps.sort();
