@@ -12,8 +12,9 @@ pub struct TrackingBench {
     #[arg(long, value_delimiter = ',', default_value = "20,100")]
     capacities: Vec<f64>,
     /// Cross traffic: step (CBR, 30% then 50% of C, four levels over the run), stairs (`make
-    /// demo`'s six CBR levels, 10–60% of C), cbr, poisson (50% of C), onoff (exponential 0.5 s bursts at 60% of C), peaks (30% of C, peaks to 60%),
-    /// web (web-like TCP flows offering 30% of C).
+    /// demo`'s six CBR levels, 10–60% of C), cbr, poisson (50% of C), onoff (exponential 0.5 s
+    /// bursts at 60% of C), peaks (30% of C, peaks to 60%), web (web-like TCP flows offering
+    /// 30% of C).
     #[arg(long, value_delimiter = ',', default_value = "step,poisson")]
     cross: Vec<String>,
     /// Methods: track (the default schedule), and baselines run back to back.

@@ -1352,8 +1352,8 @@ impl Tracker {
             // The caller's pacing sets a steady rhythm (a reading round's frames at 80% of the
             // ceiling: 125 ms at 20 Mbit/s), so the random wait is also handed to it to add
             // on top ([`Tracker::round_dither_ns`]); as a least spacing alone the rhythm hid
-            // it, and readings beat with a CBR source (the testbed's `stairs`: a 1 s mean
-            // walking 13 → 17 Mbit/s on a steady 16).
+            // it, and readings beat with a CBR source (the testbed's `stairs`: readings
+            // walking 13 → 20 Mbit/s on a steady 16, and the 1 s mean with them).
             Some(_) if !self.p.continuous => {
                 if matches!(self.phase, Phase::Read(_)) {
                     self.round_dither_ns = self.next_dither() % self.p.phase_interval_ns.max(1);

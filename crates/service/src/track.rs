@@ -236,7 +236,7 @@ mod tests {
     /// Phase readings in round mode are not a fixed period apart either: the schedule's
     /// pacing alone spaced them at one steady pay-back (125 ms at 20 Mbit/s), and readings
     /// that far apart met a CBR source at the same phase of its packets each time (the
-    /// testbed's `stairs`: a 1 s mean walking 13 → 17 Mbit/s on a steady 16). The tracker's
+    /// testbed's `stairs`: readings walking 13 → 20 Mbit/s on a steady 16). The tracker's
     /// random wait is now added on top of the schedule's, so the gaps between reading rounds
     /// vary by at least half a reading interval (p10–p90; before: the pay-back's jitter
     /// alone, a few µs on the model).
