@@ -307,16 +307,17 @@ impl TimeAvg {
     /// them between the same two read strata shares one unknown (where A's share crosses
     /// between them), so it counts as one block of its width: a uniform crossing, 1/12 of the
     /// width squared, where read strata bound it on both sides; else the run's largest doubt.
-    fn filled_doubt(&self, share: &[f64]) -> f64 {
+    /// `doubt`: each stratum's from [`TimeAvg::fill`] (0 where a stream read it).
+    fn filled_doubt(&self, share: &[f64], doubt: &[f64]) -> f64 {
         let c = self.p.capacity_bps;
         let n = self.shares.len();
         let mut var = 0.0;
         let mut j = 0;
         while j < n {
             let (mut k, mut width, mut worst) = (j, 0.0, 0.0f64);
-            while k < n && self.shares[k].is_none() && self.fill(k).1 > 0.0 {
+            while k < n && doubt[k] > 0.0 {
                 width += c * share[k];
-                worst = worst.max(self.fill(k).1);
+                worst = worst.max(doubt[k]);
                 k += 1;
             }
             if k == j {
@@ -339,10 +340,13 @@ impl TimeAvg {
         let share = self.weights();
         // Once the budget cut the time average short, a stratum without a stream is read from
         // its neighbours in rate (P(A > R) falls with R, [`TimeAvg::fill`]).
-        let x: Vec<f64> = if self.cut {
-            (0..self.shares.len()).map(|j| self.fill(j).0).collect()
+        let (x, doubt): (Vec<f64>, Vec<f64>) = if self.cut {
+            (0..self.shares.len()).map(|j| self.fill(j)).unzip()
         } else {
-            self.shares.iter().map(|s| s.unwrap_or(0.5)).collect()
+            (
+                self.shares.iter().map(|s| s.unwrap_or(0.5)).collect(),
+                vec![],
+            )
         };
         let area: f64 = x.iter().zip(&share).map(|(v, s)| c * s * v).sum();
         // The stratified estimator's variance, strata collapsed in adjacent pairs (each pair
@@ -355,7 +359,7 @@ impl TimeAvg {
             };
         }
         var += if self.cut {
-            self.filled_doubt(&share)
+            self.filled_doubt(&share, &doubt)
         } else {
             self.shares
                 .iter()
