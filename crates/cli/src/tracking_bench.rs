@@ -75,7 +75,8 @@ fn table(r: &Report) -> String {
              to back (every 100 ms; slops-slow every 30 s, its rounds taking ~20 s; budget never \
              binding). Load = frames the bottleneck counted \
              from the sender (probes and control) / C; error = |estimate − A| / A, A over the \
-             second before each estimate; follow = seconds from each STEP level change to the \
+             second before each estimate (sampled: the estimate standing every 100 ms, what \
+             an application reading it at any moment sees); follow = seconds from each STEP level change to the \
              first estimate within 10% of the new level ('-': not within the level); C measured \
              = the flood at the testbed's start that the truth's C is (with the share of a CPU \
              the host stole during it, when above 2%: the truth then reads low by up to that \
@@ -90,8 +91,8 @@ fn table(r: &Report) -> String {
             }
         ),
         String::new(),
-        "| C (Mbit/s) | C measured | C drained after | cross | method | A (Mbit/s) | estimates/min | load (% of C) | median err | p90 err | median / p90 (drained C) | follow (s) |".into(),
-        "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|".into(),
+        "| C (Mbit/s) | C measured | C drained after | cross | method | A (Mbit/s) | estimates/min | load (% of C) | median err | p90 err | median / p90 (sampled) | median / p90 (drained C) | follow (s) |".into(),
+        "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|".into(),
     ];
     let with_app: Vec<_> = r.rows.iter().filter(|x| x.app_bps.is_some()).collect();
     for row in &r.rows {
@@ -114,7 +115,7 @@ fn table(r: &Report) -> String {
             None => "-".into(),
         };
         out.push(format!(
-            "| {} | {} | {:.1} | {} | {} | {:.1} | {:.1} | {:.2}% | {} | {} | {} / {} | {} |",
+            "| {} | {} | {:.1} | {} | {} | {:.1} | {:.1} | {:.2}% | {} | {} | {} / {} | {} / {} | {} |",
             row.capacity_mbit,
             measured,
             row.drained_bps / 1e6,
@@ -125,6 +126,8 @@ fn table(r: &Report) -> String {
             row.load_share * 100.0,
             pct(row.median_err),
             pct(row.p90_err),
+            pct(row.median_err_sampled),
+            pct(row.p90_err_sampled),
             pct(row.median_err_drained),
             pct(row.p90_err_drained),
             follow
