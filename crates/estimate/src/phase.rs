@@ -151,22 +151,19 @@ impl Readings {
         self.mean_with(to_ns, window_ns, None)
     }
 
+    /// The last `n` readings' values, oldest first (`None`: fewer than `n`).
+    fn last(&self, n: usize) -> Option<Vec<f64>> {
+        let skip = self.pts.len().checked_sub(n)?;
+        Some(self.pts.iter().skip(skip).map(|(_, a)| *a).collect())
+    }
+
     /// Median of the absolute differences between successive readings, over the last `n`
     /// (`None`: fewer than `n`, or than 3). Readings on a path whose A swings in bursts
     /// longer than the reading interval mostly repeat the one before (the median difference
     /// is the reading's own noise, a few % of C); on a path whose cross traffic comes in
     /// packets too few per train (Poisson), each reading is a fresh draw of that noise.
     pub fn step_median(&self, n: usize) -> Option<f64> {
-        let n = n.max(3);
-        if self.pts.len() < n {
-            return None;
-        }
-        let x: Vec<f64> = self
-            .pts
-            .iter()
-            .skip(self.pts.len() - n)
-            .map(|(_, a)| *a)
-            .collect();
+        let x = self.last(n.max(3))?;
         let mut d: Vec<f64> = x.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
         d.sort_by(f64::total_cmp);
         Some(d[d.len() / 2])
@@ -181,15 +178,10 @@ impl Readings {
     /// traffic) give z ~ N(0, 1) whatever the noise's shape. The step median cannot tell a
     /// burst's own reading noise (a few % of C at 60% cross load) from that.
     pub fn runs_z(&self, n: usize) -> Option<f64> {
-        if n < 4 || self.pts.len() < n {
+        if n < 4 {
             return None;
         }
-        let x: Vec<f64> = self
-            .pts
-            .iter()
-            .skip(self.pts.len() - n)
-            .map(|(_, a)| *a)
-            .collect();
+        let x = self.last(n)?;
         let mut sorted = x.clone();
         sorted.sort_by(f64::total_cmp);
         // The split that leaves the least squared deviation within the two levels
