@@ -113,7 +113,8 @@ pub struct Row {
     /// sampled every 100 ms from the first estimate on, the value standing then against A
     /// over the second before. Per estimate, a method that publishes often while it reads
     /// well (phase readings, ~7 a second) outweighs the seconds it held a stale value: round
-    /// 14's 300 s on/off runs read 3.5% / 11.7% per estimate, 14.6% / 50.6% sampled.
+    /// 14's 300 s on/off runs read 3.5% / 11.7% per estimate, 14.6% / 50.6% weighted by the
+    /// time each value stood.
     pub median_err_sampled: Option<f64>,
     pub p90_err_sampled: Option<f64>,
     /// STEP: seconds from each level change to the first estimate within 10% of the new
