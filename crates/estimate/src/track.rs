@@ -149,7 +149,8 @@ pub struct TrackParams {
     /// ... and unless those readings come in runs of one level: a runs test on them
     /// ([`Readings::runs_z`]) scoring at or below this z shows bursts (the step median alone
     /// also takes a burst's own reading noise for Poisson: on the testbed it ended runs of
-    /// readings on on/off paths every 2–25 s, and the hold estimates between were ±50% off).
+    /// readings on on/off paths after 2–22 s, and the hold estimates between were 15–39% off
+    /// at the median).
     /// `f64::NEG_INFINITY`: the step median alone, as before. Both judge the last
     /// `phase_judge` = 40 readings (20 before the runs test: the testbed's on/off readings of
     /// round 14 scored above −2 in 18–35% of 20-reading windows, in 0–2.5% of 40-reading ones).
@@ -2879,7 +2880,6 @@ mod tests {
         }
     }
 
-    /// Trace of one run's held values (STUDY_CROSS, STUDY_C, STUDY_SEED in the environment).
     /// How often check and narrow streams read rising against how far their rate was from A
     /// over the second around them (share of C), pooled over 8 seeds × 80 s. Poisson of
     /// 1000 B at half of 20 Mbit/s (measured): 17–51% (most bins 32–40%) read rising from
@@ -2922,6 +2922,7 @@ mod tests {
         }
     }
 
+    /// Trace of one run's held values (STUDY_CROSS, STUDY_C, STUDY_SEED in the environment).
     #[test]
     #[ignore]
     fn study_trace() {
