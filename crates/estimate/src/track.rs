@@ -225,7 +225,8 @@ pub enum TrackError {
     BelowEvery(u32),
     #[error(
         "phase readings need 4..=200 probes, a positive span and noise level, 10..=1000 \
-         readings judged, and evidence of 1..=window changes a side (window ≤ 100 rounds)"
+         readings judged, a runs-test threshold that is a number (not NaN), a jump in [0, 1) \
+         of C, and evidence of 1..=window changes a side (window ≤ 100 rounds)"
     )]
     PhaseShape,
     #[error("phase time scale must be 10ms..=60s and the dwell at least 2 time scales")]
