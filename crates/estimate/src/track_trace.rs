@@ -5,19 +5,20 @@
 use serde::Serialize;
 use std::sync::Mutex;
 
-/// One check, narrow re-search or reading stream.
+/// One check, narrow re-search or reading stream (or the acquisition's end: "acquired").
 #[derive(Debug, Clone, Serialize)]
 pub struct StreamRecord {
     /// The tracker's clock when the stream came back.
     pub t_ns: u64,
-    /// "above", "below" (hold checks; "+wide" at the full margin), "narrow", "reading".
+    /// "above", "below" (hold checks; "+wide" at the full margin), "narrow", "reading",
+    /// "acquired".
     pub kind: String,
     pub rate_bps: f64,
     /// Probes planned, sent (an elastic train may end early) and received.
     pub planned: usize,
     pub sent: usize,
     pub received: usize,
-    /// The trend test's verdict: "rising", "flat", "unknown".
+    /// The trend test's verdict: "rising", "flat", "unknown"; for "acquired", the method.
     pub verdict: &'static str,
     /// The held value when the stream was judged.
     pub held_bps: Option<f64>,
@@ -66,4 +67,26 @@ pub(crate) fn push(r: StreamRecord) {
             }
         }
     }
+}
+
+/// The acquiring search's conclusion: its method in `verdict` ("auto:slops", "auto:timeavg")
+/// and its value in `held_bps`, so a run's record says how it started.
+pub(crate) fn push_acquired(t_ns: u64, method: &'static str, value_bps: f64) {
+    push(StreamRecord {
+        t_ns,
+        kind: "acquired".into(),
+        rate_bps: 0.0,
+        planned: 0,
+        sent: 0,
+        received: 0,
+        verdict: method,
+        held_bps: Some(value_bps),
+        rider_bytes: 0,
+        competing_bytes: 0,
+        arrived_bytes: 0,
+        beside_bytes: 0,
+        host_bytes_per_s: 0,
+        span_ns: 0,
+        groups_us: Vec::new(),
+    });
 }

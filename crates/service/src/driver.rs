@@ -61,6 +61,8 @@ struct Measured {
     jitter: Option<Jitter>,
     /// A tracker's random wait before its next round, on top of the schedule's.
     dither_ns: u64,
+    /// A tracker's next round's frames, when it knows them (a phase reading).
+    next_frames: Option<u64>,
 }
 
 /// What one schedule's thread needs.
@@ -223,6 +225,7 @@ impl Driver {
             jitter,
             control,
             dither_ns,
+            next_frames,
         } = m;
         let now = mgrp_clock::now_ns();
         // The estimator had not concluded by the deadline: its partial estimate is not stored
@@ -247,6 +250,7 @@ impl Driver {
         let wire = bytes + sent * mgrp_estimate::WIRE_OVERHEAD + control;
         let avail = match result {
             Ok(e) => {
+                sched.expect_next(next_frames);
                 sched.handle_measured(now, wire, cut);
                 if let Some(need) = need.filter(|_| cut) {
                     sched.wait_for_room(need);
@@ -415,6 +419,7 @@ impl Driver {
                 rtt: s.control_rtt(),
                 control: control_since(s, ctl0),
                 dither_ns: t.round_dither_ns(),
+                next_frames: t.next_round_frames(),
             });
         }
         // Rider-aware: the host's own bytes that rode in the probes are taken off the estimate.
@@ -446,6 +451,7 @@ impl Driver {
             rtt: s.control_rtt(),
             control: control_since(s, ctl0),
             dither_ns: 0,
+            next_frames: None,
         })
     }
 

@@ -48,6 +48,8 @@ pub struct Schedule {
     budget_cut: Option<BudgetCut>,
     /// Probe bytes a second the path may carry on average (ceiling × capacity), once known.
     ceiling_bytes_per_s: Option<f64>,
+    /// The next round's size, when the caller knows it ([`Schedule::expect_next`]).
+    next_bytes: Option<u64>,
 }
 
 /// The share of the ceiling rounds are paced to. The minute's budget is a whole minute of the
@@ -70,6 +72,7 @@ impl Schedule {
             woken: false,
             budget_cut: None,
             ceiling_bytes_per_s: None,
+            next_bytes: None,
         }
     }
 
@@ -112,7 +115,6 @@ impl Schedule {
         let Some(r) = self.ceiling_bytes_per_s else {
             return;
         };
-        let paced = (bytes as f64 / (r * PACE_SHARE) * 1e9).ceil() as u64;
         let left = self.minute_budget().saturating_sub(self.used(now_ns));
         let until_room = self
             .spent
@@ -125,15 +127,40 @@ impl Schedule {
             .get(sizes.len().saturating_sub(1) / 2)
             .copied()
             .unwrap_or(bytes);
-        // Spreading never waits past the time the minute has room again.
-        let spreading = if left > 0 {
-            let secs = typical as f64 / (left as f64 / (until_room as f64 / 1e9));
-            ((secs * 1e9).ceil() as u64).min(until_room)
-        } else {
-            until_room
+        // The wait that pays for `paced` bytes at the pace and for rounds of `size` out of
+        // `left`, spread until the minute has room again (never past that time).
+        let wait = |paced: u64, size: u64, left: u64| {
+            let paced = (paced as f64 / (r * PACE_SHARE) * 1e9).ceil() as u64;
+            let spreading = if left > 0 {
+                let secs = size as f64 / (left as f64 / (until_room as f64 / 1e9));
+                ((secs * 1e9).ceil() as u64).min(until_room)
+            } else {
+                until_room
+            };
+            paced.max(spreading)
         };
-        let pay = paced.max(spreading);
+        let mut pay = wait(bytes, typical, left);
+        if let Some(n) = self.next_bytes.take() {
+            // A next round known to be small is paced by its own size, and rounds of its size
+            // spread what the minute has left beyond the fifth that pacing keeps free for a
+            // re-search (so a change found after them still has room). Never longer.
+            let reserve = ((1.0 - PACE_SHARE) * self.minute_budget() as f64) as u64;
+            pay = pay.min(wait(n, n, left.saturating_sub(reserve)));
+        }
         self.next_ns = self.next_ns.max(self.round_ns.saturating_add(pay));
+    }
+
+    /// The round after the one about to be reported will send about `bytes` (a tracker's
+    /// phase reading, ~5 kB at 20 Mbit/s; `None`: not known). The wait before it is then paced
+    /// by that size and spreads what the minute has left (less the fifth that pacing keeps free
+    /// for a re-search) over rounds of that size, not over
+    /// rounds like the last (a 0.5 MB re-search: 12.5 s at 80% of 2% of 20 Mbit/s) nor like
+    /// the minute's median spend. On the testbed's 20 Mbit/s on/off (2026-11-29) readings that
+    /// should come every ~125 ms waited 12 s after the re-search that started them, then
+    /// 5–6 s each. The minute's bound is the same: no trailing minute carries more than a
+    /// minute of the ceiling. Call it before [`Schedule::handle_measured`], which uses it once.
+    pub fn expect_next(&mut self, bytes: Option<u64>) {
+        self.next_bytes = bytes;
     }
 
     /// Change the budget (the default one follows the path's measured capacity).
@@ -367,6 +394,37 @@ mod tests {
         }
         assert!(s.spent.len() <= SPENT_CAP);
         assert_eq!(s.used(5000), 10_000);
+    }
+
+    /// After a 1 MB round the next waits for its pay-back (25 s at 80% of 50 kB/s; spread
+    /// over the minute: 30 s), unless the caller says the next is a 5 kB round (a tracker's
+    /// phase reading): then it comes within the pace of that. The hint is used once and never
+    /// lengthens the wait.
+    #[test]
+    fn a_known_small_next_round_waits_for_its_own_size() {
+        let waits = |hint: Option<u64>| {
+            let mut s = Schedule::new(0, S / 10, u64::MAX);
+            s.set_ceiling(Some(50_000.0));
+            s.poll(0);
+            s.expect_next(hint);
+            s.handle_measured(S / 2, 1_000_000, false);
+            let t = s.poll_timeout();
+            assert!(matches!(s.poll(t), Some(Action::Measure { .. })));
+            // Used once: the round after is paced by what it sent again.
+            s.handle_measured(t + S / 100, 500_000, false);
+            (t, s.poll_timeout() - t)
+        };
+        let (unknown, after) = waits(None);
+        assert_eq!(unknown, 30 * S);
+        // 5 kB at 40 kB/s: 125 ms; the 2 MB left less the fifth of the minute kept for a
+        // re-search (0.6 MB), over the 60 s until the spend leaves, pays for 5 kB every 214 ms.
+        let (known, after_known) = waits(Some(5_000));
+        assert_eq!(known / (S / 1000), 214);
+        assert!(
+            after >= 12 * S && after_known >= 12 * S,
+            "{after} {after_known}"
+        );
+        assert_eq!(waits(Some(2_000_000)).0, unknown);
     }
 
     /// A cut round waits until the minute has room for the train it could not pay for.
