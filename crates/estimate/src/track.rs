@@ -29,7 +29,8 @@
 //!    of fleets of 3 over the whole side, 0.4–0.8 MB at 20 Mbit/s, 8–16 s of a 2% ceiling to
 //!    repay, during which the next step went unseen; still there with `narrow: false`.)
 //! 4. **Phase readings** ([`crate::phase`]): when, within the last `phase_window` rounds, narrow
-//!    re-searches moved A by at least `phase_jump` × C both ways (on/off bursts), rounds send
+//!    re-searches moved A by at least `phase_jump` × C both ways, or the values A was held at
+//!    span `phase_leap` × C (on/off bursts), rounds send
 //!    one short train at C each instead of checks, whose output gaps give A during it (direct
 //!    probing); the estimate is their time-weighted mean over the time scale (1 s). Readings
 //!    stop, back to checks, once successive readings differ like noise rather than bursts
