@@ -237,7 +237,8 @@ pub enum TrackError {
     #[error(
         "phase readings need 4..=200 probes, a positive span and noise level, 10..=1000 \
          readings judged, a runs-test threshold that is a number (not NaN), a jump in [0, 1) \
-         of C, a leap of at least the jump, and evidence of 1..=window changes a side (window ≤ 100 rounds)"
+         of C, a leap of at least the jump, and evidence of 1..=window changes a side \
+         (window ≤ 100 rounds)"
     )]
     PhaseShape,
     #[error("phase time scale must be 10ms..=60s and the dwell at least 2 time scales")]
@@ -1236,9 +1237,9 @@ impl Tracker {
         self.close_round(now_ns, method == "track:acquire");
     }
 
-    /// Hold checks contradicted A from both sides in enough of the last rounds, or the last
-    /// change leapt by a large share of C: A swings within the time scale, faster than checks
-    /// (a round every ~1–2 s at 2% of C) follow.
+    /// Hold checks contradicted A from both sides in enough of the last rounds, or the values
+    /// A was held at over those rounds span `phase_leap` × C: A swings within the time scale,
+    /// faster than checks (a round every ~1–2 s at 2% of C) follow.
     fn phase_evidence(&mut self) -> bool {
         // Riders: a reading's few probes at C carry little of the host's traffic, and what
         // is held around them is load they do not meet: they read high by the host's rate
@@ -3316,6 +3317,20 @@ mod tests {
             (
                 TrackParams {
                     phase_noise: f64::NAN,
+                    ..TrackParams::default()
+                },
+                "phase readings",
+            ),
+            (
+                TrackParams {
+                    phase_leap: 0.1,
+                    ..TrackParams::default()
+                },
+                "a leap of at least the jump",
+            ),
+            (
+                TrackParams {
+                    phase_leap: f64::NAN,
                     ..TrackParams::default()
                 },
                 "phase readings",

@@ -152,13 +152,14 @@ impl Schedule {
 
     /// The round after the one about to be reported will send about `bytes` (a tracker's
     /// phase reading, ~5 kB at 20 Mbit/s; `None`: not known). The wait before it is then paced
-    /// by that size and spreads what the minute has left (less the fifth that pacing keeps free
-    /// for a re-search) over rounds of that size, not over
-    /// rounds like the last (a 0.5 MB re-search: 12.5 s at 80% of 2% of 20 Mbit/s) nor like
-    /// the minute's median spend. On the testbed's 20 Mbit/s on/off (2026-11-29) readings that
-    /// should come every ~125 ms waited 12 s after the re-search that started them, then
-    /// 5–6 s each. The minute's bound is the same: no trailing minute carries more than a
-    /// minute of the ceiling. Call it before [`Schedule::handle_measured`], which uses it once.
+    /// by that size, and spreads what the minute has left (less the fifth that pacing keeps
+    /// free for a re-search) over rounds of that size: not over rounds like the last (a 0.5 MB
+    /// re-search: 12.5 s at 80% of 2% of 20 Mbit/s), nor like the minute's median spend. On
+    /// the testbed's 20 Mbit/s on/off (2026-11-29) readings that should come every ~125 ms
+    /// waited 12 s after the re-search that started them, then 5–6 s each. Never longer than
+    /// without the hint; the minute's bound is the same (no trailing minute carries more than
+    /// a minute of the ceiling). Call it before [`Schedule::handle_measured`], which uses it
+    /// once.
     pub fn expect_next(&mut self, bytes: Option<u64>) {
         self.next_bytes = bytes;
     }
