@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::sync::Mutex;
 
 /// One check, narrow re-search or reading stream (or the acquisition's end: "acquired").
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct StreamRecord {
     /// The tracker's clock when the stream came back.
     pub t_ns: u64,
@@ -75,18 +75,8 @@ pub(crate) fn push_acquired(t_ns: u64, method: &'static str, value_bps: f64) {
     push(StreamRecord {
         t_ns,
         kind: "acquired".into(),
-        rate_bps: 0.0,
-        planned: 0,
-        sent: 0,
-        received: 0,
         verdict: method,
         held_bps: Some(value_bps),
-        rider_bytes: 0,
-        competing_bytes: 0,
-        arrived_bytes: 0,
-        beside_bytes: 0,
-        host_bytes_per_s: 0,
-        span_ns: 0,
-        groups_us: Vec::new(),
+        ..StreamRecord::default()
     });
 }
