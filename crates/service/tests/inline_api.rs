@@ -81,50 +81,65 @@ fn inline_estimates_reach_the_api_sse_and_metrics() {
         let key = mgrp_engine::auth::Key::random();
         let path = format!("{}->{}", Role::Snd.addr(), Role::Rcv.addr());
         let p = path.replace('>', "%3E");
-        let (paths, estimate, event, metrics) = spawn_in(&tb.ns(Role::Snd), "agent", move || {
-            let svc = Service::start(&cfg, key).unwrap();
-            let http = Http::start("127.0.0.1:0".parse().unwrap(), svc.hub()).unwrap();
-            let base = format!("http://{}", http.local_addr());
-            // The flow: app-limited at 10 Mbit/s for at most 40 s, in its own thread.
-            let flow = std::thread::spawn(|| {
-                let mut c = TcpStream::connect((Role::Rcv.addr(), PORT)).unwrap();
-                let chunk = vec![0x5au8; 12_500];
-                let t0 = Instant::now();
-                for i in 0..3200u32 {
-                    let due = Duration::from_micros(10_000 * u64::from(i));
-                    if let Some(d) = due.checked_sub(t0.elapsed()) {
-                        std::thread::sleep(d);
+        let (paths, estimate, event, metrics, engine) =
+            spawn_in(&tb.ns(Role::Snd), "agent", move || {
+                let svc = Service::start(&cfg, key).unwrap();
+                let http = Http::start("127.0.0.1:0".parse().unwrap(), svc.hub()).unwrap();
+                let base = format!("http://{}", http.local_addr());
+                // The flow: app-limited at 10 Mbit/s for at most 40 s, in its own thread.
+                let flow = std::thread::spawn(|| {
+                    let mut c = TcpStream::connect((Role::Rcv.addr(), PORT)).unwrap();
+                    let chunk = vec![0x5au8; 12_500];
+                    let t0 = Instant::now();
+                    for i in 0..3200u32 {
+                        let due = Duration::from_micros(10_000 * u64::from(i));
+                        if let Some(d) = due.checked_sub(t0.elapsed()) {
+                            std::thread::sleep(d);
+                        }
+                        if c.write_all(&chunk).is_err() || t0.elapsed() > Duration::from_secs(40) {
+                            break;
+                        }
                     }
-                    if c.write_all(&chunk).is_err() || t0.elapsed() > Duration::from_secs(40) {
+                });
+                // Until the path has an inline estimate (at most 20 s).
+                let t0 = Instant::now();
+                let mut estimate = (0, String::new());
+                while t0.elapsed() < Duration::from_secs(20) {
+                    estimate = get(&base, &format!("/v1/estimate?path={p}"));
+                    if estimate.0 == 200 && estimate.1.contains("\"inline\"") {
                         break;
                     }
+                    std::thread::sleep(Duration::from_millis(250));
                 }
-            });
-            // Until the path has an inline estimate (at most 20 s).
-            let t0 = Instant::now();
-            let mut estimate = (0, String::new());
-            while t0.elapsed() < Duration::from_secs(20) {
-                estimate = get(&base, &format!("/v1/estimate?path={p}"));
-                if estimate.0 == 200 && estimate.1.contains("\"inline\"") {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(250));
-            }
-            let paths = get(&base, "/v1/paths").1;
-            // SSE: the next inline estimate of the path, pushed as it is stored.
-            let event = first_event_from(&base, &p, "inline", 15);
-            let metrics = get(&base, "/metrics").1;
-            let _ = flow.join();
-            drop(http);
-            svc.stop();
-            Ok((paths, estimate, event, metrics))
-        })
-        .unwrap()
-        .join()
-        .unwrap()
-        .unwrap();
+                let paths = get(&base, "/v1/paths").1;
+                // SSE: the next inline estimate of the path, pushed as it is stored.
+                let event = first_event_from(&base, &p, "inline", 15);
+                let metrics = get(&base, "/metrics").1;
+                // What the engine saw, for a failure's message: once (a CI rehearsal) no flow reached
+                // the store and the flow's data stalled; this says where.
+                let engine = svc.inline().map(|e| {
+                    let flows: Vec<String> = e
+                        .flows()
+                        .iter()
+                        .map(|f| format!("{:?} estimate={}", f.flow, f.estimate.is_some()))
+                        .collect();
+                    format!(
+                        "failure {:?}; {:?}; flows {flows:?}",
+                        e.failure(),
+                        e.counters()
+                    )
+                });
+                let _ = flow.join();
+                drop(http);
+                svc.stop();
+                Ok((paths, estimate, event, metrics, engine))
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+            .unwrap();
         let _ = sink.join();
-        eprintln!("paths {paths}\nestimate {estimate:?}\nevent {event:?}");
+        eprintln!("paths {paths}\nestimate {estimate:?}\nevent {event:?}\nengine {engine:?}");
         // /v1/paths lists the path and the connection (LOCAL:PORT->REMOTE:PORT).
         let paths: Value = serde_json::from_str(&paths).unwrap();
         let names: Vec<&str> = paths
