@@ -2533,6 +2533,26 @@ mod tests {
         (errs[n / 2], errs[n * 9 / 10], load, starts)
     }
 
+    /// What [`pooled_load`] returns: median, p90, load, phase starts.
+    type Pooled = (f64, f64, f64, u32);
+
+    /// [`pooled_load`] over 80 s per seed with hold checks only, then with the defaults
+    /// (phase readings on).
+    fn hold_then_readings(
+        c: f64,
+        cross: &str,
+        seeds: std::ops::RangeInclusive<u64>,
+    ) -> (Pooled, Pooled) {
+        let hold = TrackParams {
+            phase: false,
+            ..TrackParams::default()
+        };
+        (
+            pooled_load(c, cross, seeds.clone(), 80, hold),
+            pooled_load(c, cross, seeds, 80, TrackParams::default()),
+        )
+    }
+
     /// Phase readings follow on/off bursts (the tracking bench's on/off: exponential ~0.5 s
     /// bursts at 60% of C, 30% on average) where hold checks cannot: pooled over seeds, 80 s
     /// each, error against A over the second before each estimate. Measured over 8 seeds
@@ -2551,13 +2571,8 @@ mod tests {
             (20e6, "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000"),
             (100e6, "onoff:30mbit,on=500ms,off=500ms,dist=exp,size=1000"),
         ] {
-            let hold = TrackParams {
-                phase: false,
-                ..TrackParams::default()
-            };
-            let (h_med, h_p90, _, _) = pooled_load(c, cross, seeds.clone(), 80, hold);
-            let (med, p90, load, starts) =
-                pooled_load(c, cross, seeds.clone(), 80, TrackParams::default());
+            let ((h_med, h_p90, _, _), (med, p90, load, starts)) =
+                hold_then_readings(c, cross, seeds.clone());
             eprintln!(
                 "{c:e} {cross}: hold median {h_med:.3} p90 {h_p90:.3}; readings median \
                  {med:.3} p90 {p90:.3} load {load:.4} starts {starts}"
@@ -2606,13 +2621,8 @@ mod tests {
             ]
         };
         for (c, cross, seeds) in cells {
-            let hold = TrackParams {
-                phase: false,
-                ..TrackParams::default()
-            };
-            let (h_med, _, _, _) = pooled_load(*c, cross, seeds.clone(), 80, hold);
-            let (med, p90, _, starts) =
-                pooled_load(*c, cross, seeds.clone(), 80, TrackParams::default());
+            let ((h_med, _, _, _), (med, p90, _, starts)) =
+                hold_then_readings(*c, cross, seeds.clone());
             eprintln!("{c:e} {cross}: hold median {h_med:.3}; readings {med:.3} / {p90:.3}, starts {starts}");
             assert!(starts >= 1, "{cross}: readings never started");
             assert!(med * 2.0 <= h_med, "{cross}: {med} vs hold {h_med}");
