@@ -18,7 +18,7 @@
 use crate::capacity::{CapacityEstimator, CapacityParams};
 use crate::chirp::{Chirp, ChirpParams};
 use crate::queue::QueueParams;
-use crate::slops::{Pace, Slops, SlopsParams};
+use crate::slops::{MedianGate, Pace, Slops, SlopsParams};
 use crate::timeavg::{TimeAvg, TimeAvgParams};
 use crate::trend::TrendParams;
 use crate::{wire_bits, Estimate, Estimator, Quality, TrainResult, TrainSpec};
@@ -97,6 +97,9 @@ pub struct AutoParams {
     /// Take the time average also when at least 2 fleets split evenly at rates a factor 2 or
     /// more apart ([`crate::timeavg::split_fleets`]; `false`: calib7).
     pub split_alternates: bool,
+    /// The search states the median of A over its streams where [`MedianGate`] allows
+    /// (`None`: the mean, r14).
+    pub median: Option<MedianGate>,
 }
 
 impl Default for AutoParams {
@@ -132,6 +135,7 @@ impl Default for AutoParams {
             trend: TrendParams::default(),
             drained_below: true,
             split_alternates: true,
+            median: Some(MedianGate { band: 0.2 }),
         }
     }
 }
@@ -394,6 +398,7 @@ impl Auto {
                 ..QueueParams::for_capacity(c)
             }),
             drained_below: self.p.drained_below,
+            median: self.p.median,
             ..SlopsParams::for_capacity(c, Pace::Fast)
         })));
     }

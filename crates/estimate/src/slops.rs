@@ -98,6 +98,23 @@ pub struct SlopsParams {
     /// watch its backlog drain and read "unknown", while those sent in it rise: without this
     /// the search heard only the on phases and read A low. Needs `queue`.
     pub drained_below: bool,
+    /// With `calibrated`: state the median of the streams' distribution of A instead of its
+    /// mean when that distribution looks like one A seen through noise ([`MedianGate`]);
+    /// `None`: always the mean.
+    pub median: Option<MedianGate>,
+}
+
+/// When the median of A over the streams replaces the mean ([`crate::calib::median_over_streams`]).
+/// The mean integrates every false rise of a stream far below A (a receiver's stall, a queue's
+/// transient at high load) over the whole range below A and reads low; the median moves only
+/// as far as the crossing does. So the median is stated only when it lies above the mean (the
+/// mean was pulled down, not up) and the share of flat streams falls from 0.7 to 0.3 within
+/// `band` of C. A median below the mean means flat streams above the crossing: where A took
+/// several values during the search (on/off, STEP) those are real, and the mean is the time
+/// average the estimate promises.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MedianGate {
+    pub band: f64,
 }
 
 impl SlopsParams {
@@ -130,6 +147,7 @@ impl SlopsParams {
             queue: None,
             share_trim: 0.0,
             drained_below: false,
+            median: None,
         }
     }
 }
@@ -589,9 +607,10 @@ impl Slops {
             self.p.max_rate,
             self.p.share_trim,
         );
+        let v = self.value();
         (
-            bracket.0.min(dlo).min(mlo - w).max(self.p.min_rate),
-            bracket.1.max(dhi).max(mhi + w).min(self.p.max_rate),
+            bracket.0.min(dlo).min(mlo - w).min(v).max(self.p.min_rate),
+            bracket.1.max(dhi).max(mhi + w).max(v).min(self.p.max_rate),
         )
     }
 
@@ -610,10 +629,21 @@ impl Slops {
             self.p.max_rate,
             self.p.share_trim,
         );
-        if lo.is_finite() && hi.is_finite() {
-            mean
+        if !(lo.is_finite() && hi.is_finite()) {
+            return middle;
+        }
+        let Some(gate) = self.p.median else {
+            return mean;
+        };
+        let c = self.p.max_rate;
+        let pts = crate::calib::share_below(&self.votes, c);
+        let band = crate::calib::rate_at_share(&pts, 0.3) - crate::calib::rate_at_share(&pts, 0.7);
+        let median = crate::calib::rate_at_share(&pts, 0.5);
+        // NaN (no crossing) fails both comparisons and keeps the mean.
+        if band < gate.band * c && median > mean {
+            median
         } else {
-            middle
+            mean
         }
     }
 
