@@ -80,9 +80,9 @@ pub struct SlopsParams {
     pub spread_ns: Option<u64>,
     /// State the range, value and confidence from all the evidence ([`crate::calib`]): the
     /// range spans what every fleet proves with the slack its streams could detect and the
-    /// distribution of A the streams saw; the value is the mean of that distribution; the
-    /// confidence is the calibrated share of such ranges that held the truth. Otherwise
-    /// pathload's bracket and its middle.
+    /// distribution of A the streams saw; the value is the mean of that distribution (or its
+    /// median, [`SlopsParams::median`]); the confidence is the calibrated share of such ranges
+    /// that held the truth. Otherwise pathload's bracket and its middle.
     pub calibrated: bool,
     /// Count a stream that met a standing or overflowing queue as "increasing" whatever its
     /// trend ([`crate::queue`]): a full drop-tail queue holds its delay flat. `None`: the
