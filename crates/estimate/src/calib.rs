@@ -1187,6 +1187,30 @@ pub(crate) mod study {
         (lo, mid, hi)
     }
 
+    /// The signed error of a value read another way from a run's fleets (`alt`), for a run
+    /// that ended with an uncontradicted search; any other run keeps its value.
+    pub fn signed_alt(o: &Outcome, alt: impl Fn(&Outcome) -> f64) -> f64 {
+        let v = if o.timeavg() || o.ev.contradictions > 0 {
+            o.est.value_bps
+        } else {
+            alt(o)
+        };
+        (v - o.truth) / o.truth.max(0.05 * o.c)
+    }
+
+    fn print_signed(label: &str, v: &[f64]) {
+        let abs: Vec<f64> = v.iter().map(|x| x.abs()).collect();
+        eprintln!(
+            "{label}: signed p10 {:+.3} med {:+.3} p90 {:+.3} | err {:.3} p90 {:.3} >50% {}",
+            q(v.to_vec(), 0.1),
+            q(v.to_vec(), 0.5),
+            q(v.to_vec(), 0.9),
+            q(abs.clone(), 0.5),
+            q(abs.clone(), 0.9),
+            abs.iter().filter(|x| **x > 0.5).count(),
+        );
+    }
+
     /// Signed error per cell (calib8: does the search end low?) and, with `DETAIL=1`, each
     /// run's fleets in order (rate Mbit/s, rose, flat, δ): `CAPS=100 KINDS=poisson LOADS=25
     /// SEEDS=40 HOST=testbed,adaptive,jitter=50us CALIB_TRUTH=delivered cargo test --release
@@ -1231,23 +1255,13 @@ pub(crate) mod study {
             let missed_low = r.iter().filter(|o| o.est.high_bps < o.truth).count();
             let missed_high = r.iter().filter(|o| o.est.low_bps > o.truth).count();
             let errs: Vec<f64> = r.iter().map(|o| o.err()).collect();
-            // The value read within what the fleets prove (runs that ended with an
-            // uncontradicted search only; others as they are).
+            // The value read within what the fleets prove.
             let alt: Vec<f64> = r
                 .iter()
-                .map(|o| {
-                    let v = if o.timeavg() || o.ev.contradictions > 0 {
-                        o.est.value_bps
-                    } else {
-                        mean_within_proven(&o.votes, o.c).1
-                    };
-                    (v - o.truth) / o.truth.max(0.05 * o.c)
-                })
+                .map(|o| signed_alt(o, |o| mean_within_proven(&o.votes, o.c).1))
                 .collect();
-            // The median where the central band (shares 0.7 → 0.3) is narrower than G of C,
-            // for each G of `GATES` (post hoc, on the same runs).
-            // `GATES=band/diff,…`: also only where |median − mean| < diff of C.
-            // `GATES=band/lo/hi,…`: also only where median − mean lies in (lo, hi) of C.
+            // The median where the central band (shares 0.7 → 0.3) is narrower than `band` of
+            // C and median − mean lies in (lo, hi) of C, for each `band/lo/hi` of `GATES`.
             let gates =
                 std::env::var("GATES").unwrap_or("0.2/-0.08/0.08,0.2/0/1,1/0/1,0.3/0/0.2".into());
             for gd in gates.split(',') {
@@ -1256,39 +1270,24 @@ pub(crate) mod study {
                 let med: Vec<f64> = r
                     .iter()
                     .map(|o| {
-                        let pts = super::share_below(&o.votes, o.c);
-                        let band =
-                            super::rate_at_share(&pts, 0.3) - super::rate_at_share(&pts, 0.7);
-                        let m = super::rate_at_share(&pts, 0.5);
-                        let d = m - o.est.value_bps;
-                        let gated = band < g * o.c && d > dlo * o.c && d < dhi * o.c;
-                        let v = if o.timeavg() || o.ev.contradictions > 0 || !gated {
-                            o.est.value_bps
-                        } else {
-                            m
-                        };
-                        (v - o.truth) / o.truth.max(0.05 * o.c)
+                        signed_alt(o, |o| {
+                            let pts = super::share_below(&o.votes, o.c);
+                            let band =
+                                super::rate_at_share(&pts, 0.3) - super::rate_at_share(&pts, 0.7);
+                            let m = super::rate_at_share(&pts, 0.5);
+                            let d = m - o.est.value_bps;
+                            let gated = band < g * o.c && d > dlo * o.c && d < dhi * o.c;
+                            if gated {
+                                m
+                            } else {
+                                o.est.value_bps
+                            }
+                        })
                     })
                     .collect();
-                eprintln!(
-                    "{cell:>16}  median<{gd}: signed p10 {:+.3} med {:+.3} p90 {:+.3} | err {:.3} p90 {:.3} >50% {}",
-                    q(med.clone(), 0.1),
-                    q(med.clone(), 0.5),
-                    q(med.clone(), 0.9),
-                    q(med.iter().map(|x| x.abs()).collect(), 0.5),
-                    q(med.iter().map(|x| x.abs()).collect(), 0.9),
-                    med.iter().filter(|x| x.abs() > 0.5).count(),
-                );
+                print_signed(&format!("{cell:>16}  median<{gd}"), &med);
             }
-            eprintln!(
-                "{cell:>16}  proven: signed p10 {:+.3} med {:+.3} p90 {:+.3} | err {:.3} p90 {:.3} >50% {}",
-                q(alt.clone(), 0.1),
-                q(alt.clone(), 0.5),
-                q(alt.clone(), 0.9),
-                q(alt.iter().map(|x| x.abs()).collect(), 0.5),
-                q(alt.iter().map(|x| x.abs()).collect(), 0.9),
-                alt.iter().filter(|x| x.abs() > 0.5).count(),
-            );
+            print_signed(&format!("{cell:>16}  proven"), &alt);
             eprintln!(
                 "{cell:>16}: n {} signed p10 {:+.3} med {:+.3} p90 {:+.3} | err {:.3} p90 {:.3} >50% {} | held {} missed low {missed_low} high {missed_high} | s {:.2} kB {:.0}",
                 r.len(),
@@ -1595,7 +1594,9 @@ pub(crate) mod study {
 
 #[cfg(test)]
 mod tests {
-    use super::study::{defined, grid, host_from, one, one_on, q, tally, Outcome, EDGES, KINDS};
+    use super::study::{
+        defined, grid, host_from, one, one_on, q, signed_alt, tally, Outcome, EDGES, KINDS,
+    };
     use super::*;
     use crate::auto::AutoParams;
     use crate::fluid::Host;
@@ -1871,14 +1872,7 @@ mod tests {
         // The median wherever the search's own value stands, read from the same runs.
         let ungated: Vec<f64> = mean
             .iter()
-            .map(|o| {
-                let v = if o.timeavg() || o.ev.contradictions > 0 {
-                    o.est.value_bps
-                } else {
-                    median_over_streams(&o.votes, o.c)
-                };
-                (v - o.truth).abs() / o.truth.max(0.05 * o.c)
-            })
+            .map(|o| signed_alt(o, |o| median_over_streams(&o.votes, o.c)).abs())
             .collect();
         let errs = |r: &[Outcome]| r.iter().map(|o| o.err()).collect::<Vec<f64>>();
         let wild = |e: &[f64]| e.iter().filter(|e| **e > 0.5).count();
