@@ -1605,6 +1605,20 @@ mod tests {
         runs.iter().filter(|o| o.covered()).count() as f64 / runs.len().max(1) as f64
     }
 
+    /// Runs of `cells` (C, kind, load) on the testbed-like model, seeds 1..=40, judged as the
+    /// bench judges.
+    fn testbed_like(cells: &[(f64, &str, u32)], p: AutoParams) -> Vec<Outcome> {
+        cells
+            .iter()
+            .flat_map(|&(c, kind, load)| {
+                (1..=40).filter_map(move |seed| {
+                    let host = host_from("testbed,adaptive,jitter=50us", seed);
+                    one_on(c, kind, load, seed, p, host, true)
+                })
+            })
+            .collect()
+    }
+
     /// Issue 20's coverage target on the fluid model, 200 seeds × 12 cells (CBR and Poisson of
     /// MTU packets, 25/50/75% load, 20 and 100 Mbit/s: 2400 runs), judged against the truth at
     /// the stated time scale. Measured 0.981 (lowest cell 0.93, Poisson 75% at 100 Mbit/s;
@@ -1781,17 +1795,7 @@ mod tests {
     /// rule held ≤ 50 (52% + 11 points).
     #[test]
     fn onoff_at_50ms_and_half_load_is_heard_in_both_phases() {
-        let runs = |p: AutoParams| -> Vec<Outcome> {
-            [20e6, 100e6]
-                .into_iter()
-                .flat_map(|c| {
-                    (1..=40).filter_map(move |seed| {
-                        let host = super::study::host_from("testbed,jitter=50us,adaptive", seed);
-                        one_on(c, "onoff", 50, seed, p, host, true)
-                    })
-                })
-                .collect()
-        };
+        let runs = |p| testbed_like(&[(20e6, "onoff", 50), (100e6, "onoff", 50)], p);
         let tally = |r: &[Outcome]| {
             (
                 r.iter().filter(|o| o.covered()).count(),
@@ -1816,16 +1820,9 @@ mod tests {
     /// bounds lie between the two.
     #[test]
     fn the_median_is_not_pulled_down_by_false_rises_far_below_a() {
-        let runs = |p: AutoParams| -> Vec<f64> {
-            [25, 50]
-                .into_iter()
-                .flat_map(|load| {
-                    (1..=40).filter_map(move |seed| {
-                        let host = host_from("testbed,adaptive,jitter=50us", seed);
-                        one_on(100e6, "cbr", load, seed, p, host, true).map(|o| o.err())
-                    })
-                })
-                .collect()
+        let runs = |p| -> Vec<f64> {
+            let cells = [(100e6, "cbr", 25), (100e6, "cbr", 50)];
+            testbed_like(&cells, p).iter().map(|o| o.err()).collect()
         };
         let now = runs(AutoParams::default());
         let mean = runs(AutoParams {
@@ -1852,18 +1849,7 @@ mod tests {
     /// docs/estimators.md, r15).
     #[test]
     fn where_a_takes_several_values_the_gate_keeps_the_mean() {
-        let cells = [(100e6, "step", 50), (20e6, "onoff", 75)];
-        let runs = |p: AutoParams| -> Vec<Outcome> {
-            cells
-                .iter()
-                .flat_map(|&(c, kind, load)| {
-                    (1..=40).filter_map(move |seed| {
-                        let host = host_from("testbed,adaptive,jitter=50us", seed);
-                        one_on(c, kind, load, seed, p, host, true)
-                    })
-                })
-                .collect()
-        };
+        let runs = |p| testbed_like(&[(100e6, "step", 50), (20e6, "onoff", 75)], p);
         let now = runs(AutoParams::default());
         let mean = runs(AutoParams {
             median: None,
