@@ -153,6 +153,12 @@ pub fn median_over_streams(votes: &[Vote], max_rate: f64) -> f64 {
     rate_at_share(&share_below(votes, max_rate), 0.5)
 }
 
+/// How wide a rate band the share curve takes to fall from 0.7 to 0.3: narrow where one A was
+/// seen through noise, wide on a plateau (A took two values). NaN without both crossings.
+pub fn share_band(pts: &[(f64, f64, f64)]) -> f64 {
+    rate_at_share(pts, 0.3) - rate_at_share(pts, 0.7)
+}
+
 /// The rate where a non-increasing share curve (points as [`share_below`] gives them, linear
 /// between) crosses `level`: the middle of the stretch that sits exactly at it, if any.
 pub fn rate_at_share(pts: &[(f64, f64, f64)], level: f64) -> f64 {
@@ -1272,8 +1278,7 @@ pub(crate) mod study {
                     .map(|o| {
                         signed_alt(o, |o| {
                             let pts = super::share_below(&o.votes, o.c);
-                            let band =
-                                super::rate_at_share(&pts, 0.3) - super::rate_at_share(&pts, 0.7);
+                            let band = super::share_band(&pts);
                             let m = super::rate_at_share(&pts, 0.5);
                             let d = m - o.est.value_bps;
                             let gated = band < g * o.c && d > dlo * o.c && d < dhi * o.c;
@@ -1351,7 +1356,7 @@ pub(crate) mod study {
                     continue;
                 }
                 let pts = super::share_below(&o.votes, o.c);
-                let band = super::rate_at_share(&pts, 0.3) - super::rate_at_share(&pts, 0.7);
+                let band = super::share_band(&pts);
                 let m = super::rate_at_share(&pts, 0.5);
                 let e = |v: f64| (v - o.truth) / o.truth.max(0.05 * o.c);
                 eprintln!(
@@ -2092,7 +2097,7 @@ mod tests {
         // Both anchors only: the middle of the range.
         assert!((median_over_streams(&[], 100.0) - 50.0).abs() < 1e-9);
         let pts = share_below(&false_rise, 100.0);
-        assert!(rate_at_share(&pts, 0.3) > rate_at_share(&pts, 0.7));
+        assert!(share_band(&pts) > 0.0);
     }
 
     /// The time scale is stated and honoured: with on/off cross traffic at 50 ms periods (A

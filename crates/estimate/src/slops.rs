@@ -637,7 +637,7 @@ impl Slops {
         };
         let c = self.p.max_rate;
         let pts = crate::calib::share_below(&self.votes, c);
-        let band = crate::calib::rate_at_share(&pts, 0.3) - crate::calib::rate_at_share(&pts, 0.7);
+        let band = crate::calib::share_band(&pts);
         let median = crate::calib::rate_at_share(&pts, 0.5);
         // NaN (no crossing) fails both comparisons and keeps the mean.
         if band < gate.band * c && median > mean {
