@@ -9,11 +9,12 @@ use std::time::Duration;
 
 #[derive(Args)]
 pub struct RidersBench {
-    /// Probing: pslow, pfast (SLoPS measurements back to back), pk1, pk2, pk3 (fixed trains).
+    /// Probing: pslow, pfast (SLoPS measurements back to back), auto (one-shot `auto` estimates
+    /// back to back), pk1, pk2, pk3 (fixed trains).
     #[arg(long, value_delimiter = ',', default_value = "pslow,pfast,pk1,pk2,pk3")]
     probes: Vec<String>,
-    /// Cross traffic: step (UDP 1,3,5,6,4,2 Mbit/s) and/or web (TCP flows of random-size
-    /// messages at random times).
+    /// Cross traffic: step (UDP 1,3,5,6,4,2 Mbit/s), web (TCP flows of random-size messages at
+    /// random times) and/or cbr:N (steady UDP at N Mbit/s, 0 < N < 6).
     #[arg(long, value_delimiter = ',', default_value = "step,web")]
     cross: Vec<String>,
     /// Seconds per STEP level (the seed used 45; 6 levels per run), and the run length for web.

@@ -131,6 +131,21 @@ fn auto_study() {
                 waits.join(" ")
             ));
         }
+        // The time average's readings by rate (1 flat, 0 rose): where its share curve falls.
+        if let Some(t) = est.timeavg() {
+            let mut s = t.samples();
+            s.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let cells: Vec<String> = s
+                .iter()
+                .map(|(r, x)| match x {
+                    Some(x) if *x >= 1.0 => format!("{:.1}F", mb(*r)),
+                    Some(x) if *x <= 0.0 => format!("{:.1}R", mb(*r)),
+                    Some(_) => format!("{:.1}?", mb(*r)),
+                    None => format!("{:.1}-", mb(*r)),
+                })
+                .collect();
+            lines.push(format!("  time average by rate: {}", cells.join(" ")));
+        }
         (start, mgrp_clock::now_ns(), out, lines)
     })
     .unwrap();

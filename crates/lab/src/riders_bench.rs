@@ -1,7 +1,8 @@
 //! `mgrp bench riders`: the seed's microbenchmark (seed 000 §5.1) on the testbed. A 10 Mbit/s
 //! bottleneck with about 40 ms of RTT, a 4 Mbit/s TCP source (rate-limited writes) opted in to
-//! riders, STEP (1,3,5,6,4,2 Mbit/s) or web-like TCP cross traffic, probing with SLoPS (pSLOW,
-//! pFAST) or the seed's fixed trains pk1/pk2/pk3 — riders off and on.
+//! riders, STEP (1,3,5,6,4,2 Mbit/s), steady CBR or web-like TCP cross traffic, probing with
+//! SLoPS (pSLOW, pFAST), one-shot `auto` back to back, or the seed's fixed trains pk1/pk2/pk3 —
+//! riders off and on.
 
 use crate::rig::agent_at_rcv_with;
 use crate::{Error, Hooks, Result};
@@ -12,6 +13,7 @@ pub use mgrp_engine::riders::ElasticConfig;
 use mgrp_engine::riders::{RiderConfig, RiderSender};
 use mgrp_engine::run::run_estimator;
 use mgrp_engine::train::TrainSpec;
+use mgrp_estimate::auto::{Auto, AutoParams};
 use mgrp_estimate::riders::RiderAware;
 use mgrp_estimate::slops::{Pace, Slops, SlopsParams};
 use mgrp_estimate::stats::quantile;
@@ -36,10 +38,12 @@ const SOURCE_WIRE_BPS: f64 = SOURCE_BPS * 1514.0 / 1448.0;
 
 #[derive(Debug, Clone)]
 pub struct RidersConfig {
-    /// Probing: pslow, pfast (SLoPS measurements back to back), pk1, pk2, pk3 (fixed trains).
+    /// Probing: pslow, pfast (SLoPS measurements back to back), auto (one-shot `auto`
+    /// estimates back to back), pk1, pk2, pk3 (fixed trains).
     pub probes: Vec<String>,
-    /// Cross traffic: step (UDP 1,3,5,6,4,2 Mbit/s) and/or web (TCP flows of random-size
-    /// messages at random times).
+    /// Cross traffic: step (UDP 1,3,5,6,4,2 Mbit/s), web (TCP flows of random-size messages
+    /// at random times) and/or cbr:N (steady UDP at N Mbit/s, 0 < N < 6: a truth that does not
+    /// move under a measurement, so the estimates can be judged without riders too).
     pub cross: Vec<String>,
     /// Seconds per STEP level (the seed used 45; 6 levels per run), and the run length for web.
     pub step_secs: f64,
@@ -97,6 +101,9 @@ pub struct Row {
     /// Per completed measurement: |estimate − truth| / truth, adjusted and not (to pool runs).
     pub errs_adjusted: Vec<f64>,
     pub errs_unadjusted: Vec<f64>,
+    /// Per completed measurement: (adjusted, unadjusted, truth) in Mbit/s, to see which way
+    /// the errors go.
+    pub readings_mbit: Vec<(Option<f64>, Option<f64>, f64)>,
 }
 
 /// The seed's pktrain configurations (seed 002 Table 1): size, probes, gap, train gap.
@@ -174,42 +181,34 @@ fn probe_loop(
         }
     } else {
         let pace = match probe {
-            "pslow" => Pace::Slow,
-            "pfast" => Pace::Fast,
+            "pslow" => Some(Pace::Slow),
+            "pfast" => Some(Pace::Fast),
+            "auto" => None,
             other => {
                 return Err(Error::Config(format!(
-                    "unknown probing {other:?}: pslow, pfast, pk1, pk2, pk3"
+                    "unknown probing {other:?}: pslow, pfast, auto, pk1, pk2, pk3"
                 )))
             }
         };
         while !stop.load(Ordering::Relaxed) {
-            let mut est = RiderAware::new(Slops::new(SlopsParams::for_capacity(10e6, pace)));
-            let start_ns = mgrp_clock::now_ns();
-            let mut counted = Counted {
-                inner: &mut est,
-                bytes: 0,
-                padding: 0,
-                riders: 0,
+            let m = match pace {
+                Some(pace) => measure(
+                    &mut s,
+                    RiderAware::new(Slops::new(SlopsParams::for_capacity(10e6, pace))),
+                    &mut out,
+                    stop,
+                    timeout,
+                )?,
+                // One-shot `auto` as `mgrp estimate` runs it (capacity measured each time).
+                None => measure(
+                    &mut s,
+                    RiderAware::new(Auto::new(AutoParams::default())),
+                    &mut out,
+                    stop,
+                    timeout,
+                )?,
             };
-            let last = run_estimator(
-                &mut s,
-                &mut counted,
-                Instant::now() + timeout,
-                || stop.load(Ordering::Relaxed),
-                |_| {},
-            );
-            let (b, pad) = (counted.bytes, counted.padding);
-            out.probe_bytes += b;
-            out.padding_bytes += pad;
-            let _ = last?;
-            let done = est.is_done();
-            out.measurements.push(Measured {
-                start_ns,
-                end_ns: mgrp_clock::now_ns(),
-                adjusted: est.estimate().map(|e| e.value_bps),
-                unadjusted: est.uncorrected().map(|e| e.value_bps),
-                done,
-            });
+            out.measurements.push(m);
         }
     }
     out.empty_bytes = out.probe_bytes;
@@ -231,6 +230,41 @@ fn probe_loop(
         }
     }
     Ok(out)
+}
+
+/// One measurement to its end (or `stop`, or `timeout`); its probe bytes and padding are added
+/// to `out`.
+fn measure<E: Estimator>(
+    s: &mut Session,
+    mut est: RiderAware<E>,
+    out: &mut ProbeOutcome,
+    stop: &AtomicBool,
+    timeout: Duration,
+) -> Result<Measured> {
+    let start_ns = mgrp_clock::now_ns();
+    let mut counted = Counted {
+        inner: &mut est,
+        bytes: 0,
+        padding: 0,
+        riders: 0,
+    };
+    let last = run_estimator(
+        s,
+        &mut counted,
+        Instant::now() + timeout,
+        || stop.load(Ordering::Relaxed),
+        |_| {},
+    );
+    out.probe_bytes += counted.bytes;
+    out.padding_bytes += counted.padding;
+    last?;
+    Ok(Measured {
+        start_ns,
+        end_ns: mgrp_clock::now_ns(),
+        adjusted: est.estimate().map(|e| e.value_bps),
+        unadjusted: est.uncorrected().map(|e| e.value_bps),
+        done: est.is_done(),
+    })
 }
 
 /// Counts the probe bytes and padding of the trains an estimator sends.
@@ -363,9 +397,10 @@ fn run_one(
             }
         }
         other => {
-            return Err(Error::Config(format!(
-                "unknown cross traffic {other:?}: step, web"
-            )))
+            let mbit = steady_cbr(other)?;
+            let p = CrossPattern::parse(&format!("cbr:{}kbit", (mbit * 1e3).round() as u64))
+                .map_err(cfg_err)?;
+            udp_cross.push(CrossTraffic::start(&tb, &p, BASE_PORT, &opts)?);
         }
     }
     let t0 = mgrp_testbed::clock::now_ns();
@@ -420,6 +455,7 @@ fn run_one(
         .ok_or_else(|| Error::Worker("no ground truth".into()))?;
     let mut errs_adj = Vec::new();
     let mut errs_raw = Vec::new();
+    let mut readings = Vec::new();
     let mut durations = Vec::new();
     for m in outcome.measurements.iter().filter(|m| m.done) {
         durations.push((m.end_ns - m.start_ns) as f64 / 1e9);
@@ -441,6 +477,11 @@ fn run_one(
                     w.offered_fg_bps
                 ));
             }
+            readings.push((
+                m.adjusted.map(|v| v / 1e6),
+                m.unadjusted.map(|v| v / 1e6),
+                t / 1e6,
+            ));
             if let Some(v) = m.adjusted {
                 errs_adj.push((v - t).abs() / t);
             }
@@ -478,6 +519,7 @@ fn run_one(
         wait_ms: outcome.wait_us as f64 / 1e3,
         errs_adjusted: errs_adj,
         errs_unadjusted: errs_raw,
+        readings_mbit: readings,
     })
 }
 
@@ -489,6 +531,17 @@ impl RidersConfig {
         )?;
         crate::ensure((0.0..=1.0).contains(&self.ratio), "--ratio must be 0..=1")?;
         crate::ensure((1..=50).contains(&self.runs), "--runs must be 1..=50")?;
+        for p in &self.probes {
+            crate::ensure(
+                ["pslow", "pfast", "auto"].contains(&p.as_str()) || pk(p).is_some(),
+                &format!("unknown probing {p:?}: pslow, pfast, auto, pk1, pk2, pk3"),
+            )?;
+        }
+        for c in &self.cross {
+            if c != "step" && c != "web" {
+                steady_cbr(c)?;
+            }
+        }
         if let Some(e) = &self.elastic {
             e.validate().map_err(Error::Config)?;
         }
@@ -532,6 +585,25 @@ pub fn run(a: &RidersConfig, hooks: Hooks) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// The rate of a `cbr:N` cross traffic (Mbit/s). With the 4 Mbit/s source on the 10 Mbit/s
+/// path, N ≥ 6 leaves no room to measure.
+fn steady_cbr(name: &str) -> Result<f64> {
+    let bad = || {
+        Error::Config(format!(
+            "unknown cross traffic {name:?}: step, web or cbr:N (N Mbit/s, 0 < N < 6)"
+        ))
+    };
+    let n: f64 = name
+        .strip_prefix("cbr:")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(bad)?;
+    if n > 0.0 && n < 6.0 {
+        Ok(n)
+    } else {
+        Err(bad())
+    }
+}
+
 /// Bits per second delivered between the samples nearest `from_ns` and `to_ns`.
 fn delivered_rate(samples: &[(u64, u64)], from_ns: u64, to_ns: u64) -> Option<f64> {
     let near = |t: u64| samples.iter().min_by_key(|s| s.0.abs_diff(t)).copied();
@@ -541,4 +613,44 @@ fn delivered_rate(samples: &[(u64, u64)], from_ns: u64, to_ns: u64) -> Option<f6
 
 fn cfg_err(e: impl std::fmt::Display) -> Error {
     Error::Config(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steady_cross_traffic_is_parsed_and_bounded() {
+        let mut a = RidersConfig {
+            probes: vec!["auto".into(), "pk2".into()],
+            cross: vec!["cbr:3".into(), "step".into()],
+            step_secs: 8.0,
+            hold: Duration::from_millis(10),
+            ratio: 1.0,
+            timeout: Duration::from_secs(60),
+            elastic: None,
+            runs: 1,
+        };
+        a.check().unwrap();
+        a.probes.push("pathload".into());
+        assert!(a
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("unknown probing"));
+        assert_eq!(steady_cbr("cbr:3").unwrap(), 3.0);
+        assert_eq!(steady_cbr("cbr:0.5").unwrap(), 0.5);
+        for bad in [
+            "cbr:0",
+            "cbr:6",
+            "cbr:-1",
+            "cbr:x",
+            "cbr",
+            "poisson:3",
+            "cbr:nan",
+        ] {
+            let e = steady_cbr(bad).unwrap_err().to_string();
+            assert!(e.contains("cbr:N"), "{bad}: {e}");
+        }
+    }
 }
