@@ -183,8 +183,8 @@ impl<E: Estimator> Estimator for RiderAware<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fluid::{drive, FluidPath};
     use crate::auto::{Auto, AutoParams};
+    use crate::fluid::{drive, FluidPath};
     use crate::slops::{Pace, Slops, SlopsParams};
     use mgrp_traffic::CrossPattern;
 
@@ -323,12 +323,15 @@ mod tests {
         assert!(est.is_done(), "auto finished");
         let raw = est.uncorrected().unwrap().value_bps;
         let adjusted = est.estimate().unwrap().value_bps;
-        eprintln!("auto with riders: raw {raw:.0} adjusted {adjusted:.0} A {a:.0}");
         assert!(raw > a + 0.75 * host, "unadjusted reads high: {raw}");
-        // Measured here: VALUE (the search's own resolution, 3% of C, and its turning
-        // point's detection margin as for SLoPS above). Judged at 12%, as SLoPS is.
-        let err = (adjusted - a).abs() / a;
-        assert!(err < 0.12, "adjusted {adjusted} against A = {a} ({err})");
+        // Measured here (deterministic): 8.05 unadjusted, 4.13 adjusted. The bound is the
+        // search's resolution, 3% of C; the all-trains average would be off by more.
+        assert!(
+            (adjusted - a).abs() < 0.03 * c,
+            "adjusted {adjusted} against A = {a}"
+        );
+        let avg = raw - est.competing_bps();
+        assert!((avg - a).abs() > 0.03 * c, "all-trains average {avg}");
     }
 
     /// One elastic train as the engine sends it beside a host that hands over `burst` wire
