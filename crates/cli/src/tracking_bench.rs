@@ -137,8 +137,9 @@ fn table(r: &Report) -> String {
         out.push(String::new());
         out.push(
             "With a 4 Mbit/s TCP application flow to the peer opted into riders: truth = A less \
-             the application's rate; added load = (frames the bottleneck counted from the sender \
-             − the application's bytes as TCP frames) / C. Target: added load ≤ 0.5%."
+             the application's rate as TCP frames; added load = (frames the bottleneck counted \
+             from the sender − the application's bytes as TCP frames) / C. Target: added load \
+             ≤ 0.5%."
                 .into(),
         );
         out.push(String::new());

@@ -491,15 +491,13 @@ impl TrainRidersDone {
             (end.0.saturating_sub(arrived), end.1.saturating_sub(out))
         });
         let competing = arrived.saturating_sub(out);
-        // Elastic trains end when the arrivals stop, so bytes over their span over-count the
-        // host's rate: the estimator takes it from a window the train does not choose.
-        let host_bytes_per_s = match self.shared.elastic {
-            Some(_) => self
-                .shared
-                .wire_rate(IpAddr::V4(self.dst), mgrp_clock::now_ns())
-                .round() as u64,
-            None => 0,
-        };
+        // The host's rate over a window the train does not choose: elastic trains end when the
+        // arrivals stop (bytes over their span over-count it), and a short rigid train meets
+        // a whole number of the host's bursts (bytes over its span are noisy).
+        let host_bytes_per_s = self
+            .shared
+            .wire_rate(IpAddr::V4(self.dst), mgrp_clock::now_ns())
+            .round() as u64;
         let chunks = match self.shared.buffer.lock() {
             Ok(mut b) => b.end_train(mgrp_clock::now_ns(), IpAddr::V4(self.dst), STANDALONE_CHUNK),
             Err(_) => Vec::new(),
@@ -608,14 +606,11 @@ fn tun_loop(tun: &Tun, s: &SendShared) {
                 k.not_ipv4.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
-            let elastic = s.elastic.is_some();
             s.flow(IpAddr::V4(info.dst), |f| {
                 f.arrived += info.len as u64 + ETH_HLEN;
-                if elastic {
-                    let now = mgrp_clock::now_ns();
-                    f.rate.push(now, info.len);
-                    f.wire_rate.push(now, info.len + ETH_HLEN as usize);
-                }
+                let now = mgrp_clock::now_ns();
+                f.rate.push(now, info.len);
+                f.wire_rate.push(now, info.len + ETH_HLEN as usize);
             });
             let pkt = Packet {
                 dst: IpAddr::V4(info.dst),

@@ -106,15 +106,18 @@ fn train_rate(obs: &TrainResult) -> Option<(f64, f64)> {
     Some((bits / planned * 1e9, span))
 }
 
-/// The host's bits a train displaced from the path while it was out. A rigid train's span does
-/// not depend on the host's traffic: its competing bytes are the count. An elastic train goes on
-/// while riders arrive (a burst during it stretches it by the time its probes take to carry the
-/// burst), so its span is chosen by the arrivals and arrivals / span reads the probes' carrying
-/// rate, not the host's (~2x on the testbed). Split the count as competing = arrived x share
-/// (share: what did not cross beside the train, of what the host handed over during it) and
-/// take the rate of arrivals from the host's rate over 200 ms before the train ended, a window
-/// the train does not choose: bits = host rate x share x span. A train nothing arrived during
-/// displaced all of the host's rate if nothing crossed beside it, none if something did.
+/// The host's bits a train displaced from the path while it was out. Split the count as
+/// competing = arrived x share (share: what did not cross beside the train, of what the host
+/// handed over during it) and take the rate of arrivals from the host's rate over 200 ms before
+/// the train ended, a window the train does not choose: bits = host rate x share x span.
+/// Why not the count: an elastic train goes on while riders arrive (a burst during it stretches
+/// it by the time its probes take to carry the burst), so its span is chosen by the arrivals and
+/// arrivals / span reads the probes' carrying rate, not the host's (~2x on the testbed); a short
+/// rigid train (a tracker's 24 ms check) meets a whole number of the host's bursts, 2 or 3 of
+/// 5000 bytes every 10 ms, so its count reads 3.3 or 5 Mbit/s of a 4 Mbit/s host. The truth
+/// takes off the host's long-run rate. A train nothing arrived during displaced all of the
+/// host's rate if nothing crossed beside it, none if something did. Without the host's rate
+/// (an engine that did not report it): the count.
 pub fn displaced_bits(obs: &TrainResult, span_ns: f64) -> f64 {
     let Some(r) = obs.riders else {
         return 0.0;
@@ -438,7 +441,39 @@ mod tests {
             r.beside_bytes,
             r.host_bytes_per_s,
         ) = (5000, 4000, 1000, 0);
-        assert_eq!(displaced_bits(&obs, span), 32_000.0, "rigid: the count");
+        assert_eq!(
+            displaced_bits(&obs, span),
+            32_000.0,
+            "no host rate: the count"
+        );
+    }
+
+    /// A rigid 24 ms train beside a host that sends 5000 bytes every 10 ms meets two or three
+    /// of its bursts, so its count reads 3.3 or 5 Mbit/s; with the host's rate over a window
+    /// (4 Mbit/s) both read 4, which is what the truth takes off.
+    #[test]
+    fn a_short_rigid_train_is_charged_the_hosts_rate_not_its_bursts() {
+        let spec = TrainSpec::uniform(49, 1000, 500_000);
+        let mut path = FluidPath::new(20e6, 100.0 * 1514.0, 10_000_000, None).unwrap();
+        let mut obs = path.send_train(0, &spec);
+        let (_, span) = train_rate(&obs).unwrap();
+        assert_eq!(span, 24e6);
+        for bursts in [2u64, 3] {
+            obs.riders = Some(crate::TrainRiderStats {
+                competing_bytes: bursts * 5000,
+                arrived_bytes: bursts * 5000,
+                host_bytes_per_s: 500_000,
+                ..Default::default()
+            });
+            let rate = displaced_bits(&obs, span) / span * 1e9;
+            assert!((rate - 4e6).abs() < 1.0, "{bursts} bursts: {rate}");
+            obs.riders.as_mut().unwrap().host_bytes_per_s = 0;
+            let count = displaced_bits(&obs, span) / span * 1e9;
+            assert!(
+                (count - bursts as f64 * 40e3 / 24e-3).abs() < 1.0,
+                "{count}"
+            );
+        }
     }
 
     /// A 10 Mbit/s path whose host sends 3 Mbit/s of its own beside 2 of cross traffic: A is 5.

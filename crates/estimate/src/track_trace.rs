@@ -26,7 +26,8 @@ pub struct StreamRecord {
     pub rider_bytes: u64,
     pub competing_bytes: u64,
     /// What the host handed over while the train was out, its rate over the 200 ms before the
-    /// train ended (elastic trains; 0 otherwise), and the span of the probes that left.
+    /// train ended (every train since round 16; elastic ones only before), and the span of the
+    /// probes that left.
     pub arrived_bytes: u64,
     pub beside_bytes: u64,
     pub host_bytes_per_s: u64,

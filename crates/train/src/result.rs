@@ -200,8 +200,9 @@ pub struct TrainRiderStats {
     /// What of the host's traffic (this or older) crossed the path beside the train, wire bytes.
     #[serde(default)]
     pub beside_bytes: u64,
-    /// Elastic trains: the host's rate to the destination over the 200 ms before the train
-    /// ended (wire bytes/s), a window the train's end does not choose; 0 for rigid trains.
+    /// The host's rate to the destination over the 200 ms before the train ended (wire
+    /// bytes/s), a window the train's end does not choose (every train since round 16;
+    /// elastic trains only before).
     #[serde(default)]
     pub host_bytes_per_s: u64,
 }
