@@ -273,15 +273,18 @@ mod tests {
         }
     }
 
-    /// The host sends 4 Mbit/s beside 2 Mbit/s of cross traffic on a 10 Mbit/s path: A = 4.
-    /// Its packets ride in the streams as far as their padding goes (58% of a stream of
-    /// 200-byte probes), so a stream at R displaces min(4, 0.58 R): the search turns at R* with
-    /// R* − r(R*) = A, about 8 Mbit/s. Subtracting what the streams near R* displaced gives A
-    /// back; the average over all trains (slow streams last longest and carry least) does not.
-    #[test]
-    fn correction_is_what_streams_near_the_estimate_displaced() {
-        let (c, host, cross) = (10e6, 4e6, 2e6);
-        let a = c - cross - host;
+    /// Capacity, the host's rate and the cross traffic beside it (bit/s).
+    const HOST_PATH: (f64, f64, f64) = (10e6, 4e6, 2e6);
+
+    fn host_path_a() -> f64 {
+        let (c, host, cross) = HOST_PATH;
+        c - cross - host
+    }
+
+    /// `inner` on the [`HOST_PATH`], the host's packets riding in its trains, for at most
+    /// `secs` of path time.
+    fn ride_the_host_path<E: Estimator>(inner: E, secs: u64) -> RiderAware<E> {
+        let (c, host, cross) = HOST_PATH;
         // The host's 4 Mbit/s is part of the cross traffic the path carries; while a train is
         // sent, what rides in it leaves that traffic. CBR: the model is deterministic.
         let pattern =
@@ -289,8 +292,20 @@ mod tests {
         let mut path = FluidPath::new(c, 100.0 * 1514.0, 10_000_000, Some(pattern)).unwrap();
         path.idle_until(1_000_000_000);
         let t0 = path.now_ns();
-        let mut est = RiderAware::new(Slops::new(SlopsParams::for_capacity(c, Pace::Fast)));
-        drive_riding(&mut est, &mut path, host, t0 + 120_000_000_000);
+        let mut est = RiderAware::new(inner);
+        drive_riding(&mut est, &mut path, host, t0 + secs * 1_000_000_000);
+        est
+    }
+
+    /// The host sends 4 Mbit/s beside 2 Mbit/s of cross traffic on a 10 Mbit/s path: A = 4.
+    /// Its packets ride in the streams as far as their padding goes (58% of a stream of
+    /// 200-byte probes), so a stream at R displaces min(4, 0.58 R): the search turns at R* with
+    /// R* − r(R*) = A, about 8 Mbit/s. Subtracting what the streams near R* displaced gives A
+    /// back; the average over all trains (slow streams last longest and carry least) does not.
+    #[test]
+    fn correction_is_what_streams_near_the_estimate_displaced() {
+        let (c, host, a) = (HOST_PATH.0, HOST_PATH.1, host_path_a());
+        let est = ride_the_host_path(Slops::new(SlopsParams::for_capacity(c, Pace::Fast)), 120);
         assert!(est.is_done(), "the search finished");
         let raw = est.uncorrected().unwrap().value_bps;
         let near = est.estimate().unwrap().value_bps;
@@ -314,15 +329,8 @@ mod tests {
     /// --probes auto --cross cbr:1,cbr:3`) the adjusted median error was 4% and 8%.
     #[test]
     fn auto_with_riders_reads_a_once_corrected() {
-        let (c, host, cross) = (10e6, 4e6, 2e6);
-        let a = c - cross - host;
-        let pattern =
-            CrossPattern::parse(&format!("cbr:{}mbit,size=1000", (cross + host) / 1e6)).unwrap();
-        let mut path = FluidPath::new(c, 100.0 * 1514.0, 10_000_000, Some(pattern)).unwrap();
-        path.idle_until(1_000_000_000);
-        let t0 = path.now_ns();
-        let mut est = RiderAware::new(Auto::new(AutoParams::default()));
-        drive_riding(&mut est, &mut path, host, t0 + 60_000_000_000);
+        let (c, host, a) = (HOST_PATH.0, HOST_PATH.1, host_path_a());
+        let est = ride_the_host_path(Auto::new(AutoParams::default()), 60);
         assert!(est.is_done(), "auto finished");
         let raw = est.uncorrected().unwrap().value_bps;
         let adjusted = est.estimate().unwrap().value_bps;
