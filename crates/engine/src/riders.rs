@@ -494,12 +494,10 @@ impl TrainRidersDone {
         // The host's rate over a window the train does not choose: elastic trains end when the
         // arrivals stop (bytes over their span over-count it), and a short rigid train meets
         // a whole number of the host's bursts (bytes over its span are noisy).
-        let host_bytes_per_s = self
-            .shared
-            .wire_rate(IpAddr::V4(self.dst), mgrp_clock::now_ns())
-            .round() as u64;
+        let now = mgrp_clock::now_ns();
+        let host_bytes_per_s = self.shared.wire_rate(IpAddr::V4(self.dst), now).round() as u64;
         let chunks = match self.shared.buffer.lock() {
-            Ok(mut b) => b.end_train(mgrp_clock::now_ns(), IpAddr::V4(self.dst), STANDALONE_CHUNK),
+            Ok(mut b) => b.end_train(now, IpAddr::V4(self.dst), STANDALONE_CHUNK),
             Err(_) => Vec::new(),
         };
         let n = chunks.len() as u32;
@@ -606,17 +604,21 @@ fn tun_loop(tun: &Tun, s: &SendShared) {
                 k.not_ipv4.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
+            let now = mgrp_clock::now_ns();
+            let elastic = s.elastic.is_some();
             s.flow(IpAddr::V4(info.dst), |f| {
                 f.arrived += info.len as u64 + ETH_HLEN;
-                let now = mgrp_clock::now_ns();
-                f.rate.push(now, info.len);
+                // Every train is charged the wire rate; the elastic wait reads the payload rate.
                 f.wire_rate.push(now, info.len + ETH_HLEN as usize);
+                if elastic {
+                    f.rate.push(now, info.len);
+                }
             });
             let pkt = Packet {
                 dst: IpAddr::V4(info.dst),
                 proto: info.proto,
                 data: buf[..info.len].to_vec(),
-                enqueued_ns: mgrp_clock::now_ns(),
+                enqueued_ns: now,
             };
             let back = match s.buffer.lock() {
                 Ok(mut b) => b.push(pkt.enqueued_ns, pkt),
