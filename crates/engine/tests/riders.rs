@@ -430,97 +430,173 @@ fn without_a_train_pending_opted_in_traffic_is_not_delayed() {
     assert!(m_on < m_off + 1.0, "{m_on} vs {m_off} ms");
 }
 
+/// What SLoPS-like streams (100 probes of 200 bytes at 3–9 Mbit/s, back to back) left beside a
+/// 4 Mbit/s application flow to the peer (5000 bytes every 10 ms for 6 s, opted in on TCP
+/// port 6003) on a 10 Mbit/s path with 40 ms RTT, with riders configured as `cfg`.
+struct BesideAFlow {
+    trains: usize,
+    /// Probe bytes the trains asked for.
+    asked: u64,
+    /// The flow's bytes written and read at the peer.
+    sent: usize,
+    got: usize,
+    c: mgrp_engine::riders::RiderSendCounters,
+    /// Share of the asked probe bytes that did not leave as probe-only (empty) probes.
+    shed: f64,
+}
+
+fn probe_beside_a_4_mbit_flow(cfg: RiderConfig) -> BesideAFlow {
+    let tb = Testbed::up(
+        TestbedConfig {
+            capacity_bps: 10_000_000,
+            delay: Some(Duration::from_millis(20)),
+            ..Default::default()
+        },
+        DelayMode::Thread,
+    )
+    .unwrap();
+    let _agent = receiver(&tb);
+    let riders = sender_with(
+        &tb,
+        RiderConfig {
+            opt_in: vec![OptIn::TcpPort(6003)],
+            ..cfg
+        },
+    );
+    let server = spawn_in(&tb.ns(Role::Rcv), "server", || {
+        let l = TcpListener::bind("0.0.0.0:6003").unwrap();
+        let (mut c, _) = l.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        Ok(got.len())
+    })
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    // 5000 bytes every 10 ms: 4 Mbit/s that does not adapt, for 6 s.
+    let flow = spawn_in(&tb.ns(Role::Snd), "flow", move || {
+        let mut c = TcpStream::connect(format!("{}:6003", Role::Rcv.addr())).unwrap();
+        let t0 = Instant::now();
+        let mut sent = 0;
+        for i in 0..600u32 {
+            let due = Duration::from_millis(10 * i as u64);
+            if let Some(w) = due.checked_sub(t0.elapsed()) {
+                std::thread::sleep(w);
+            }
+            c.write_all(&[i as u8; 5000]).unwrap();
+            sent += 5000;
+        }
+        st.store(true, Ordering::Relaxed);
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        Ok(sent)
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let (st, r) = (stop.clone(), riders.clone());
+    let prober = spawn_in(&tb.ns(Role::Snd), "prober", move || {
+        let mut s = rider_session(r);
+        let mut asked = 0u64;
+        let mut i = 0usize;
+        while !st.load(Ordering::Relaxed) && i < 2000 {
+            let rate = [3e6, 6e6, 9e6][i % 3];
+            let t = TrainSpec::constant_rate(100, 200, rate);
+            s.expect_next_train(mgrp_clock::now_ns());
+            s.send_train(&t).unwrap();
+            asked += t.bytes();
+            i += 1;
+        }
+        Ok((i, asked))
+    })
+    .unwrap();
+    let sent = flow.join().unwrap().unwrap();
+    let (trains, asked) = prober.join().unwrap().unwrap();
+    let got = server.join().unwrap().unwrap();
+    let c = riders.counters();
+    let shed = 1.0 - c.empty_bytes as f64 / asked as f64;
+    eprintln!(
+        "{trains} trains, {asked} bytes asked; probe-only {} bytes, shed {:.1}%; {c:?}",
+        c.empty_bytes,
+        100.0 * shed
+    );
+    BesideAFlow {
+        trains,
+        asked,
+        sent,
+        got,
+        c,
+        shed,
+    }
+}
+
 /// Elastic probing (seed 000 §8.3): with a 4 Mbit/s application flow to the peer, SLoPS-like
-/// streams (100 probes of 200 bytes at 3–9 Mbit/s, back to back) wait briefly for riders and
-/// end early once none are left, so almost no probe leaves with padding only; the flow's bytes
-/// all arrive.
+/// streams wait briefly for riders and end early once none are left, so almost no probe leaves
+/// with padding only; the flow's bytes all arrive.
 #[test]
 fn elastic_trains_shed_probe_only_bytes_beside_a_4_mbit_flow() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     mgrp_testbed::stolen::unless_stolen(
         "elastic_trains_shed_probe_only_bytes_beside_a_4_mbit_flow",
         |_| {
-            let tb = Testbed::up(
-                TestbedConfig {
-                    capacity_bps: 10_000_000,
-                    delay: Some(Duration::from_millis(20)),
-                    ..Default::default()
-                },
-                DelayMode::Thread,
-            )
-            .unwrap();
-            let _agent = receiver(&tb);
-            let riders = sender_with(
-                &tb,
-                RiderConfig {
-                    opt_in: vec![OptIn::TcpPort(6003)],
-                    elastic: Some(mgrp_engine::riders::ElasticConfig::default()),
-                    ..RiderConfig::default()
-                },
+            let r = probe_beside_a_4_mbit_flow(RiderConfig {
+                elastic: Some(mgrp_engine::riders::ElasticConfig::default()),
+                ..RiderConfig::default()
+            });
+            assert_eq!(r.got, r.sent, "the flow's bytes did not all arrive");
+            assert!(r.c.elastic_skipped > 0, "no train was shortened: {:?}", r.c);
+            assert!(
+                r.c.rider_bytes > r.sent as u64 / 4,
+                "little rode: {:?}",
+                r.c
             );
-            let server = spawn_in(&tb.ns(Role::Rcv), "server", || {
-                let l = TcpListener::bind("0.0.0.0:6003").unwrap();
-                let (mut c, _) = l.accept().unwrap();
-                c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-                let mut got = Vec::new();
-                c.read_to_end(&mut got).unwrap();
-                Ok(got.len())
-            })
-            .unwrap();
-            let stop = Arc::new(AtomicBool::new(false));
-            let st = stop.clone();
-            // 5000 bytes every 10 ms: 4 Mbit/s that does not adapt, for 6 s.
-            let flow = spawn_in(&tb.ns(Role::Snd), "flow", move || {
-                let mut c = TcpStream::connect(format!("{}:6003", Role::Rcv.addr())).unwrap();
-                let t0 = Instant::now();
-                let mut sent = 0;
-                for i in 0..600u32 {
-                    let due = Duration::from_millis(10 * i as u64);
-                    if let Some(w) = due.checked_sub(t0.elapsed()) {
-                        std::thread::sleep(w);
-                    }
-                    c.write_all(&[i as u8; 5000]).unwrap();
-                    sent += 5000;
-                }
-                st.store(true, Ordering::Relaxed);
-                c.shutdown(std::net::Shutdown::Write).unwrap();
-                Ok(sent)
-            })
-            .unwrap();
-            std::thread::sleep(Duration::from_millis(500));
-            let (st, r) = (stop.clone(), riders.clone());
-            let prober = spawn_in(&tb.ns(Role::Snd), "prober", move || {
-                let mut s = rider_session(r);
-                let mut asked = 0u64;
-                let mut i = 0usize;
-                while !st.load(Ordering::Relaxed) && i < 2000 {
-                    let rate = [3e6, 6e6, 9e6][i % 3];
-                    let t = TrainSpec::constant_rate(100, 200, rate);
-                    s.expect_next_train(mgrp_clock::now_ns());
-                    s.send_train(&t).unwrap();
-                    asked += t.bytes();
-                    i += 1;
-                }
-                Ok((i, asked))
-            })
-            .unwrap();
-            let sent = flow.join().unwrap().unwrap();
-            let (trains, asked) = prober.join().unwrap().unwrap();
-            let got = server.join().unwrap().unwrap();
-            assert_eq!(got, sent, "the flow's bytes did not all arrive");
-            let c = riders.counters();
-            let shed = 1.0 - c.empty_bytes as f64 / asked as f64;
-            eprintln!(
-                "{trains} trains, {asked} bytes asked; probe-only {} bytes, shed {:.1}%; {c:?}",
-                c.empty_bytes,
-                100.0 * shed
-            );
-            assert!(c.elastic_skipped > 0, "no train was shortened: {c:?}");
-            assert!(c.rider_bytes > sent as u64 / 4, "little rode: {c:?}");
             // Issue 13's target. Over 4 runs on this machine (load average ~15 from other builds)
             // the shed was 99.5–100%: 95% leaves room for a slower host without hiding a regression
             // (rigid trains shed 67–79% in `mgrp bench riders`).
-            assert!(shed >= 0.95, "probe-only bytes shed {:.1}%", 100.0 * shed);
+            assert!(
+                r.shed >= 0.95,
+                "probe-only bytes shed {:.1}%",
+                100.0 * r.shed
+            );
         },
     )
+}
+
+/// Least share of probe-only bytes whole waiting trains must shed (issue 13's 95%). Measured
+/// here (2026-11-29, 4 runs): 99.99–100%, 82–85 trains of 6 s, mean wait 0.3–0.8 ms; the
+/// same trains rigid with T = 10 ms shed 84.0% and 84.1% (2 runs), so the bound tells them apart.
+const SHED_WHOLE: f64 = 0.95;
+
+/// Whole trains that wait (`elastic_share` = 1, a 60 ms wait, T = 80 ms): no probe is left out,
+/// so every stream is as long as planned, yet the held flow fills nearly all of them; the
+/// flow's bytes all arrive.
+#[test]
+fn whole_trains_that_wait_carry_the_flow_beside_them() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    mgrp_testbed::stolen::unless_stolen("whole_trains_that_wait_carry_the_flow_beside_them", |_| {
+        let r = probe_beside_a_4_mbit_flow(RiderConfig {
+            hold: Duration::from_millis(80),
+            elastic: Some(mgrp_engine::riders::ElasticConfig {
+                max_wait_ns: 60_000_000,
+                min_share: 1.0,
+            }),
+            ..RiderConfig::default()
+        });
+        assert_eq!(r.got, r.sent, "the flow's bytes did not all arrive");
+        assert_eq!(
+            r.c.elastic_skipped, 0,
+            "a whole train was shortened: {:?}",
+            r.c
+        );
+        assert!(r.trains >= 20, "only {} trains in 6 s", r.trains);
+        assert!(
+            r.asked > 0 && r.c.elastic_waits > 0,
+            "no train waited: {:?}",
+            r.c
+        );
+        assert!(
+            r.shed >= SHED_WHOLE,
+            "probe-only bytes shed {:.1}%",
+            100.0 * r.shed
+        );
+    })
 }

@@ -34,9 +34,60 @@ pub struct TrackingConfig {
     pub app_flow: bool,
     /// With `app_flow`: the service's riders are elastic (`[riders] elastic = true`).
     pub elastic: bool,
+    /// With `app_flow`: the agent's `[riders]` tuning (None: the agent's defaults): T, the
+    /// longest a packet is held for a probe; and, elastic only, the longest a train waits for
+    /// riders and the share of it that always leaves.
+    pub hold: Option<Duration>,
+    pub elastic_wait: Option<Duration>,
+    pub elastic_share: Option<f64>,
     /// Cross sources send departures they are late for back to back (the bench's behaviour
     /// before 2026-11-28) instead of skipping those more than 1 ms late.
     pub send_late: bool,
+}
+
+/// What the riders carried over a run, and the delay holding added to the host's packets.
+#[derive(Debug, Clone, Serialize)]
+pub struct RiderStats {
+    /// Bytes carried in probe padding.
+    pub rider_bytes: u64,
+    /// Probe padding that left empty (bytes).
+    pub empty_bytes: u64,
+    /// Time the host's packets were held (as riders, standalone or expired), µs: median,
+    /// p99, max.
+    pub held_p50_us: Option<f64>,
+    pub held_p99_us: Option<f64>,
+    pub held_max_us: Option<u64>,
+    /// Packets held at all, of those read from the TUN.
+    pub held_packets: u64,
+    pub tun_packets: u64,
+    /// Elastic trains that waited for riders, and their mean wait (µs).
+    pub elastic_waits: u64,
+    pub elastic_wait_mean_us: Option<f64>,
+}
+
+impl RiderStats {
+    /// Bytes carried / (those + the bytes of probes that could carry and left empty).
+    pub fn rode_share(&self) -> Option<f64> {
+        let offered = self.rider_bytes + self.empty_bytes;
+        (offered > 0).then(|| self.rider_bytes as f64 / offered as f64)
+    }
+
+    fn of(r: &mgrp_engine::riders::RiderSender) -> RiderStats {
+        let k = r.counters();
+        let b = r.buffer_counters().unwrap_or_default();
+        RiderStats {
+            rider_bytes: k.rider_bytes,
+            empty_bytes: k.empty_bytes,
+            held_p50_us: b.delay_quantile_us(0.5),
+            held_p99_us: b.delay_quantile_us(0.99),
+            held_max_us: b.delay.max_us(),
+            held_packets: b.held,
+            tun_packets: k.tun_packets,
+            elastic_waits: k.elastic_waits,
+            elastic_wait_mean_us: (k.elastic_waits > 0)
+                .then(|| k.elastic_wait_us as f64 / k.elastic_waits as f64),
+        }
+    }
 }
 
 /// The cross traffic kinds a scenario may have.
@@ -54,6 +105,9 @@ fn step_levels(kind: &str) -> usize {
 /// `make demo`'s STEP as shares of C (2, 6, 10, 12, 8, 4 Mbit/s of 20), full-size packets:
 /// steps of A of 10–20% of C down and then up, where phase readings were seen to start.
 const STAIRS: [f64; 6] = [0.1, 0.3, 0.5, 0.6, 0.4, 0.2];
+
+/// Time from the run's start after which the added load is counted again (settled).
+const SETTLE_NS: u64 = 10_000_000_000;
 
 /// The application flow's port (opted into riders as `tcp:PORT`).
 const APP_PORT: u16 = 5201;
@@ -90,9 +144,42 @@ impl TrackingConfig {
             )?;
         }
         ensure(
+            self.app_flow
+                || !(self.elastic
+                    || self.hold.is_some()
+                    || self.elastic_wait.is_some()
+                    || self.elastic_share.is_some()),
+            "riders settings (--elastic, --hold, --elastic-wait, --elastic-share) need --app-flow",
+        )?;
+        // The agent's own parser judges the riders' settings, before a testbed is made.
+        ServiceConfig::parse(&format!("http = \"off\"\n{}", self.riders_section()))
+            .map_err(|e| Error::Config(e.to_string()))?;
+        ensure(
             !self.kinds.is_empty() && !self.methods.is_empty(),
             "no scenario to run",
         )
+    }
+
+    /// The agent's `[riders]` section: the application's port opted in, with the tuning
+    /// asked for (empty without an application flow).
+    fn riders_section(&self) -> String {
+        if !self.app_flow {
+            return String::new();
+        }
+        let mut s = format!(
+            "[riders]\nopt_in = [\"tcp:{APP_PORT}\"]\nelastic = {}\n",
+            self.elastic
+        );
+        if let Some(h) = self.hold {
+            s += &format!("hold = \"{}us\"\n", h.as_micros());
+        }
+        if let Some(w) = self.elastic_wait {
+            s += &format!("elastic_wait = \"{}us\"\n", w.as_micros());
+        }
+        if let Some(x) = self.elastic_share {
+            s += &format!("elastic_share = {x}\n");
+        }
+        s
     }
 }
 
@@ -130,8 +217,13 @@ pub struct Row {
     /// With an application flow: what the bottleneck counted from the sender beyond the
     /// application's own bytes (as TCP frames) / C — the probing's added load.
     pub added_load_share: Option<f64>,
+    /// The same from `SETTLE_NS` into the run: the first acquisition (made before the
+    /// application starts, so nothing could ride on it) left out.
+    pub added_load_share_settled: Option<f64>,
     /// Riders: elastic trains.
     pub elastic: bool,
+    /// With an application flow: what the riders carried and what holding cost it.
+    pub riders: Option<RiderStats>,
     /// Cross departures the sources skipped for being more than 1 ms late, and the largest
     /// lateness (µs): the truth counts what was sent, the pattern's mean rate is short by these.
     pub cross_skipped_late: u64,
@@ -151,6 +243,9 @@ pub struct Row {
     /// it read (its `t_ns` made seconds since the run's start, as `t_s`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<StreamLine>,
+    /// Every capacity the method published: (seconds since the run's start, bit/s).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capacity_record: Vec<(f64, f64)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -277,10 +372,7 @@ fn scenario(
         "slops-slow" => "every = \"30s\"\nbudget = \"1000mb\"\n".into(),
         _ => "every = \"100ms\"\nbudget = \"1000mb\"\n".into(),
     };
-    let riders = match (cfg.app_flow, cfg.elastic) {
-        (false, _) => String::new(),
-        (true, e) => format!("[riders]\nopt_in = [\"tcp:{APP_PORT}\"]\nelastic = {e}\n"),
-    };
+    let riders = cfg.riders_section();
     let text = format!(
         "http = \"off\"\n[[path]]\npeer = \"{peer}\"\nmethod = \"{method}\"\n{extra}{riders}"
     );
@@ -296,22 +388,26 @@ fn scenario(
         while std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(100));
         }
+        let riders = svc.riders().map(RiderStats::of);
         let store = svc.store();
         svc.stop();
         let s = store
             .lock()
             .map_err(|_| setup("store lock poisoned".into()))?;
         let series = s.series().map_err(|e| setup(e.to_string()))?;
-        let mut out = Vec::new();
-        if let Some((p, _)) = series.iter().find(|(_, m)| m == "avail_bw") {
-            for r in s
-                .range(p, "avail_bw", 0, u64::MAX, 100_000)
-                .map_err(|e| setup(e.to_string()))?
-            {
-                out.push((r.t_ns, r.value));
+        let read = |metric: &str| -> Result<Vec<(u64, f64)>, mgrp_testbed::Error> {
+            let mut out = Vec::new();
+            if let Some((p, _)) = series.iter().find(|(_, m)| m == metric) {
+                for r in s
+                    .range(p, metric, 0, u64::MAX, 100_000)
+                    .map_err(|e| setup(e.to_string()))?
+                {
+                    out.push((r.t_ns, r.value));
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        };
+        Ok((read("avail_bw")?, read("capacity")?, riders))
     })?;
     // The riders' route must exist before the application connects: its first packets then
     // take the TUN (the service starts its riders at once; a second is plenty).
@@ -330,7 +426,7 @@ fn scenario(
     } else {
         None
     };
-    let recs = recs
+    let (recs, capacities, riders) = recs
         .join()
         .map_err(|_| Error::Worker("service thread panicked".into()))??;
     let t1 = mgrp_testbed::clock::now_ns();
@@ -363,6 +459,12 @@ fn scenario(
         .as_ref()
         .map(|r| r.received_bytes as f64 * 8.0 / r.duration_s.max(1e-3));
     let app_frames_bps = app_bps.map(|b| b * (1.0 + TCP_HEADERS / TCP_MSS));
+    // The first acquisition runs before the application starts (its route must exist first),
+    // so nothing rides on it: the settled share leaves the first seconds out.
+    let added_load_share_settled = app_frames_bps.and_then(|f| {
+        let w = truth.window(t0 + SETTLE_NS, t1)?;
+        Some((w.offered_fg_bps - f) / c)
+    });
     let less = app_frames_bps.unwrap_or(0.0);
     let record: Vec<EstimateRecord> = recs
         .iter()
@@ -375,6 +477,12 @@ fn scenario(
                 truth_bps: w.map(|w| w.avail_bps - less),
             }
         })
+        .collect();
+    // The capacity the method published (it sets the tracker's ceiling), against the C the
+    // testbed measured.
+    let capacity_record = capacities
+        .iter()
+        .map(|(t, v)| ((to_mono(*t) as f64 - t0 as f64) / 1e9, *v))
         .collect();
     // Errors against each estimate's truth, and against it with C as drained after the run
     // (A + drained − C).
@@ -426,7 +534,9 @@ fn scenario(
         link: tb.capacity(),
         app_bps,
         added_load_share: app_frames_bps.map(|f| (window.offered_fg_bps - f) / c),
+        added_load_share_settled,
         elastic: cfg.app_flow && cfg.elastic,
+        riders,
         cross_skipped_late: gen.skipped_late,
         cross_max_lag_us: gen.max_lag_us,
         send_late: cfg.send_late,
@@ -435,6 +545,7 @@ fn scenario(
         p90_err_drained,
         record,
         streams,
+        capacity_record,
     })
 }
 
@@ -543,5 +654,85 @@ mod tests {
         let e = sampled_errs(&steady(), vec![(2_000_000_000, 8e6)], 3_000_000_000, 2e6);
         assert!(e.iter().all(|x| x.abs() < 1e-9), "{e:?}");
         assert!(sampled_errs(&steady(), Vec::new(), 3_000_000_000, 0.0).is_empty());
+    }
+
+    fn app_flow_config() -> TrackingConfig {
+        TrackingConfig {
+            capacities_mbit: vec![20.0],
+            kinds: vec!["step".into()],
+            methods: vec!["track".into()],
+            secs: 60.0,
+            app_flow: true,
+            elastic: false,
+            hold: None,
+            elastic_wait: None,
+            elastic_share: None,
+            send_late: false,
+        }
+    }
+
+    /// The riders' tuning reaches the agent's `[riders]` section, and what the agent would
+    /// refuse is refused before a testbed is made, with the agent's reason.
+    #[test]
+    fn riders_tuning_is_checked_by_the_agents_parser() {
+        let whole = TrackingConfig {
+            elastic: true,
+            hold: Some(Duration::from_millis(80)),
+            elastic_wait: Some(Duration::from_millis(60)),
+            elastic_share: Some(1.0),
+            ..app_flow_config()
+        };
+        whole.check().unwrap();
+        let s = whole.riders_section();
+        for line in [
+            "elastic = true",
+            "hold = \"80000us\"",
+            "elastic_wait = \"60000us\"",
+            "elastic_share = 1",
+        ] {
+            assert!(s.contains(line), "{line:?} not in {s:?}");
+        }
+        let refused = |c: TrackingConfig, why: &str| {
+            let e = c.check().unwrap_err().to_string();
+            assert!(e.contains(why), "{e:?} does not say {why:?}");
+        };
+        refused(
+            TrackingConfig {
+                hold: Some(Duration::from_secs(5)),
+                ..app_flow_config()
+            },
+            "hold above 1s",
+        );
+        refused(
+            TrackingConfig {
+                elastic: true,
+                elastic_share: Some(0.0),
+                ..app_flow_config()
+            },
+            "min_share",
+        );
+        refused(
+            TrackingConfig {
+                elastic_wait: Some(Duration::from_millis(10)),
+                ..app_flow_config()
+            },
+            "need elastic = true",
+        );
+        refused(
+            TrackingConfig {
+                app_flow: false,
+                hold: Some(Duration::from_millis(20)),
+                ..app_flow_config()
+            },
+            "need --app-flow",
+        );
+        assert_eq!(
+            TrackingConfig {
+                app_flow: false,
+                ..app_flow_config()
+            }
+            .riders_section(),
+            ""
+        );
     }
 }

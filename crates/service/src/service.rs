@@ -329,6 +329,11 @@ impl Service {
         self.hub.store()
     }
 
+    /// The riders' sender, when `[riders]` is configured.
+    pub fn riders(&self) -> Option<&RiderSender> {
+        self.riders.as_deref()
+    }
+
     /// The inline engine, when `[inline]` is configured.
     pub fn inline(&self) -> Option<&mgrp_engine::inline::InlineEngine> {
         self.inline.as_ref().map(|i| i.engine())
