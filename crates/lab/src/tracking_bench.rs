@@ -57,8 +57,10 @@ pub struct RiderStats {
     pub held_p50_us: Option<f64>,
     pub held_p99_us: Option<f64>,
     pub held_max_us: Option<u64>,
-    /// Packets held at all, of those read from the TUN.
+    /// Packets held at all, of those read from the TUN; of the held, those no probe took
+    /// before their deadline (sent normally after T).
     pub held_packets: u64,
+    pub expired_packets: u64,
     pub tun_packets: u64,
     /// Elastic trains that waited for riders, and their mean wait (µs).
     pub elastic_waits: u64,
@@ -82,6 +84,7 @@ impl RiderStats {
             held_p99_us: b.delay_quantile_us(0.99),
             held_max_us: b.delay.max_us(),
             held_packets: b.held,
+            expired_packets: b.expired_whole,
             tun_packets: k.tun_packets,
             elastic_waits: k.elastic_waits,
             elastic_wait_mean_us: (k.elastic_waits > 0)

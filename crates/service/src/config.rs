@@ -26,7 +26,9 @@
 //! elastic = false                        # elastic trains: wait for riders (at most
 //! elastic_wait = "10ms"                  #   elastic_wait, never past a held packet's
 //! elastic_share = 0.2                    #   deadline) and end early past elastic_share of
-//!                                        #   the train when none are left
+//!                                        #   the train when none are left; elastic_share
+//!                                        #   = 1.0, elastic_wait = "60ms", hold = "80ms":
+//!                                        #   whole trains that wait (docs/riders.md)
 //!
 //! [inline]                               # ImTCP: opted-in TCP flows measure their path
 //! opt_in = ["tcp:5001"]                  # to:PREFIX, tcp:PORT, mark:N (not riders' too)
