@@ -50,7 +50,7 @@ pub struct TrackingConfig {
 pub struct RiderStats {
     /// Bytes carried in probe padding.
     pub rider_bytes: u64,
-    /// Probe padding that left empty (bytes).
+    /// Bytes of probes that could carry a rider and left empty.
     pub empty_bytes: u64,
     /// Time the host's packets were held (as riders, standalone or expired), µs: median,
     /// p99, max.
