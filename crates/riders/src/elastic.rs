@@ -133,14 +133,8 @@ pub fn start_after(
     }
     let during = s.host_bytes_per_s * s.train_ns as f64 / 1e9;
     let held = s.held_bytes as f64;
-    let short = if s.mandatory_padding_bytes >= s.padding_bytes {
-        // A whole train (never shortened): its later probes carry what arrives during it.
-        // Held until the whole padding was covered, what arrived during the train found no
-        // room and waited out T (62% of the held packets beside a tracked 20 Mbit/s path).
-        s.padding_bytes as f64 - during - held
-    } else {
-        (s.padding_bytes as f64 - during - held).max(s.mandatory_padding_bytes as f64 - held)
-    };
+    let short =
+        (s.padding_bytes as f64 - during - held).max(s.mandatory_padding_bytes as f64 - held);
     if short <= 0.0 {
         return None;
     }
@@ -250,30 +244,6 @@ mod tests {
         // takes to carry what is held (1 kB of 14 kB of padding over 20 ms: 1.43 ms).
         assert_eq!(start_after(&cfg, 7_572_000, 0, &supply(1_000, rate)), None);
         assert!(start_after(&cfg, 7_000_000, 0, &supply(1_000, rate)).unwrap() <= 7_572_000);
-    }
-
-    /// A whole train (`min_share` = 1) counts what the host sends during it: 10 kB over a
-    /// 20 ms train at 500 kB/s, so 4 kB held fill its 14 kB; with nothing held it waits.
-    #[test]
-    fn a_whole_train_counts_what_arrives_during_it() {
-        let cfg = ElasticConfig {
-            max_wait_ns: 60_000_000,
-            min_share: 1.0,
-        };
-        let whole = |held| Supply {
-            mandatory_padding_bytes: 14_000,
-            oldest_deadline_ns: None,
-            ..supply(held, 500_000.0)
-        };
-        assert_eq!(start_after(&cfg, 0, 0, &whole(4_000)), None);
-        assert!(start_after(&cfg, 0, 0, &whole(3_000)).is_some());
-        assert!(start_after(&cfg, 0, 0, &whole(0)).is_some());
-        // A prefix that leaves whatever the riders still wants its padding held.
-        let prefix = Supply {
-            mandatory_padding_bytes: 13_000,
-            ..whole(4_000)
-        };
-        assert!(start_after(&cfg, 0, 0, &prefix).is_some());
     }
 
     /// The testbed's case: a 5000-byte burst held, a 50-probe train of 560 bytes of padding
