@@ -562,9 +562,9 @@ fn elastic_trains_shed_probe_only_bytes_beside_a_4_mbit_flow() {
 }
 
 /// Least share of probe-only bytes whole waiting trains must shed (issue 13's 95%). Measured
-/// here (2026-11-29): 99.99–100% (4 runs, 82–85 trains of 6 s), and 99.8–99.9% (2 runs) once
-/// whole trains counted what arrives during them; the same trains rigid with T = 10 ms shed
-/// 84.0% and 84.1% (2 runs), so the bound tells them apart.
+/// here (2026-11-29): 99.99–100% (4 runs, 82–85 trains of 6 s; 99.8–99.9% in 2 runs under a
+/// wait rule tried and reverted); the same trains rigid with T = 10 ms shed 84.0% and 84.1%
+/// (2 runs), so the bound tells them apart.
 const SHED_WHOLE: f64 = 0.95;
 
 /// Whole trains that wait (`elastic_share` = 1, a 60 ms wait, T = 80 ms): no probe is left out,
