@@ -171,13 +171,13 @@ fn table(r: &Report) -> String {
         );
         out.push(String::new());
         out.push(
-            "| C (Mbit/s) | cross | method | riders | app (Mbit/s) | all from sender (% of C) | added load (% of C) | settled | median err | p90 err | rode | held (ms) | waits |"
+            "| C (Mbit/s) | cross | method | riders | app (Mbit/s) | all from sender (% of C) | added load (% of C) | settled | app resent (% of C) | median err | p90 err | rode | held (ms) | waits |"
                 .into(),
         );
-        out.push("|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|".into());
+        out.push("|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|".into());
         for row in with_app {
             out.push(format!(
-                "| {} | {} | {} | {} | {:.2} | {:.2}% | {:.2}% | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {:.2} | {:.2}% | {:.2}% | {} | {} | {} | {} | {} | {} | {} |",
                 row.capacity_mbit,
                 row.cross,
                 row.method,
@@ -187,6 +187,11 @@ fn table(r: &Report) -> String {
                 row.added_load_share.unwrap_or(0.0) * 100.0,
                 row.added_load_share_settled
                     .map_or("-".into(), |v| format!("{:.2}%", v * 100.0)),
+                // The application's retransmitted payload: part of the added load above.
+                row.app_tcp.map_or("-".into(), |t| format!(
+                    "{:.2}%",
+                    t.bytes_retrans as f64 * 8.0 / row.secs.max(1e-3) / (row.capacity_mbit * 1e6) * 100.0
+                )),
                 pct(row.median_err),
                 pct(row.p90_err),
                 row.riders

@@ -32,6 +32,9 @@ const ETH_HLEN: u64 = 14;
 
 /// Largest standalone fragment: with its header it stays within one 1500-byte MTU datagram.
 const STANDALONE_CHUNK: usize = 1400;
+/// Riders one probe may carry: each costs an HMAC in the pacer before the probe's gap, and
+/// 28 bytes of descriptor and tag.
+const MAX_RIDERS_PER_PROBE: usize = 8;
 
 /// The sender's configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,6 +83,9 @@ mgrp_counters::counters! {
         empty_probes,
         /// Bytes of those empty probes
         empty_bytes,
+        /// Padding left unused in probes that carried (too little for another rider's
+        /// descriptor, tag and smallest fragment, or nothing more was held)
+        spare_bytes,
         /// Fragments sent in their own packet (end of train or deadline)
         standalone_fragments,
         /// Bytes of standalone fragments
@@ -406,8 +412,8 @@ impl TrainRiders {
         self.elastic.ended_at().is_some()
     }
 
-    /// Put a rider into probe `index` (encoded in `pkt`) if one is waiting; the probe's size
-    /// never changes. Whether the probe leaves: an elastic train ends at the first probe past
+    /// Put riders into probe `index` (encoded in `pkt`) while packets are waiting and its
+    /// padding has room; the probe's size never changes. Whether the probe leaves: an elastic train ends at the first probe past
     /// its mandatory prefix that no rider is waiting for.
     pub fn fill(&mut self, index: usize, pkt: &mut [u8]) -> bool {
         if index == 0 {
@@ -426,44 +432,60 @@ impl TrainRiders {
             return true;
         };
         let header = p.header;
-        // What the padding leaves once the rider descriptor and tag are in.
-        let space = pkt.len().saturating_sub(probe::header_len(Some(0)));
+        // Riders fill the padding in turn: the tail of a packet a probe began, then the head of
+        // the next (one rider a probe left up to half the padding of a probe smaller than the
+        // host's packets empty: round 19). Each costs its descriptor and tag.
+        let size = pkt.len();
         let now = mgrp_clock::now_ns();
-        let chunk = match self.shared.buffer.lock() {
-            Ok(mut b) => b.take_rider(now, IpAddr::V4(self.dst), space),
-            Err(_) => None,
-        };
-        if !self.elastic.leaves(index, chunk.is_some()) {
+        let mut chunks: Vec<RiderChunk> = Vec::new();
+        let mut left = size.saturating_sub(probe::HEADER_LEN);
+        if let Ok(mut b) = self.shared.buffer.lock() {
+            while chunks.len() < MAX_RIDERS_PER_PROBE && left > probe::RIDER_OVERHEAD {
+                let Some(c) = b.take_rider(now, IpAddr::V4(self.dst), left - probe::RIDER_OVERHEAD)
+                else {
+                    break;
+                };
+                left -= probe::RIDER_OVERHEAD + c.data.len();
+                chunks.push(c);
+            }
+        }
+        if !self.elastic.leaves(index, !chunks.is_empty()) {
+            // Only the first rider is asked for: a train that ends here took none.
             self.skipped(pkt.len());
             return false;
         }
         let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(c) = chunk else {
+        let k = &self.shared.counters;
+        if chunks.is_empty() {
             stats.empty_probes += 1;
-            stats.empty_bytes += pkt.len() as u64;
-            let k = &self.shared.counters;
+            stats.empty_bytes += size as u64;
             k.empty_probes.fetch_add(1, Ordering::Relaxed);
-            k.empty_bytes.fetch_add(pkt.len() as u64, Ordering::Relaxed);
+            k.empty_bytes.fetch_add(size as u64, Ordering::Relaxed);
             return true;
-        };
-        let rider = tagged(&self.shared.key, &header, &c);
-        let size = pkt.len();
+        }
+        let riders: Vec<Rider> = chunks
+            .iter()
+            .map(|c| tagged(&self.shared.key, &header, c))
+            .collect();
         let h = ProbeHeader {
             flags: header.flags | FLAG_RIDER,
             ..header
         };
-        if probe::encode(&h, Some(&rider), size, pkt).is_err() {
+        if probe::encode(&h, &riders, size, pkt).is_err() {
             return true;
         }
-        stats.chunks += 1;
-        stats.bytes += c.data.len() as u64;
-        if (self.window.0..=self.window.1).contains(&c.enqueued_ns) {
-            stats.in_window_bytes += c.data.len() as u64;
+        for c in &chunks {
+            stats.chunks += 1;
+            stats.bytes += c.data.len() as u64;
+            if (self.window.0..=self.window.1).contains(&c.enqueued_ns) {
+                stats.in_window_bytes += c.data.len() as u64;
+            }
+            k.rider_chunks.fetch_add(1, Ordering::Relaxed);
+            k.rider_bytes
+                .fetch_add(c.data.len() as u64, Ordering::Relaxed);
         }
-        let k = &self.shared.counters;
-        k.rider_chunks.fetch_add(1, Ordering::Relaxed);
-        k.rider_bytes
-            .fetch_add(c.data.len() as u64, Ordering::Relaxed);
+        stats.spare_bytes += left as u64;
+        k.spare_bytes.fetch_add(left as u64, Ordering::Relaxed);
         true
     }
 
@@ -558,7 +580,7 @@ fn send_standalone(s: &SendShared, dst: Ipv4Addr, c: &RiderChunk) {
     let size = probe::header_len(Some(c.data.len()));
     let mut buf = vec![0u8; size];
     // The probe socket queues ICMP errors: a send may only report an earlier one (retried).
-    if probe::encode(&h, Some(&rider), size, &mut buf).is_err()
+    if probe::encode(&h, &[rider], size, &mut buf).is_err()
         || crate::pacer::send_probe(&link.udp, &buf).is_none()
     {
         k.send_errors.fetch_add(1, Ordering::Relaxed);

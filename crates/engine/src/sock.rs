@@ -228,7 +228,7 @@ mod tests {
             ..Default::default()
         };
         let mut pkt = vec![0u8; 100];
-        mgrp_wire::probe::encode(&h, None, 100, &mut pkt).unwrap();
+        mgrp_wire::probe::encode(&h, &[], 100, &mut pkt).unwrap();
         let sent = crate::pacer::send_probe(&sock, &pkt).expect("first send");
         // The error makes the next plain send fail once though nothing is wrong with it; the
         // pacer's send goes out.

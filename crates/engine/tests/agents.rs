@@ -156,11 +156,11 @@ fn forged_truncated_oversized_and_replayed_input_is_counted() {
             ..Default::default()
         };
         // The live session's id, from the wrong address.
-        mgrp_wire::probe::encode(&h, None, 400, &mut buf).unwrap();
+        mgrp_wire::probe::encode(&h, &[], 400, &mut buf).unwrap();
         sock.send_to(&buf, to).unwrap();
         // A session id nobody has.
         h.session = session.wrapping_add(1);
-        mgrp_wire::probe::encode(&h, None, 400, &mut buf).unwrap();
+        mgrp_wire::probe::encode(&h, &[], 400, &mut buf).unwrap();
         sock.send_to(&buf, to).unwrap();
         // Truncated, garbage, oversized.
         sock.send_to(&buf[..10], to).unwrap();

@@ -242,7 +242,7 @@ fn standalone(k: &Key, session: u32, seq: u32, frag_id: u32, last: bool, data: &
     };
     let size = probe::header_len(Some(data.len()));
     let mut buf = vec![0u8; size];
-    probe::encode(&h, Some(&r), size, &mut buf).unwrap();
+    probe::encode(&h, &[r], size, &mut buf).unwrap();
     buf
 }
 
@@ -334,7 +334,7 @@ fn forged_replayed_misaddressed_and_flooding_riders_are_dropped() {
             tag,
         };
         let mut buf = vec![0u8; 200];
-        probe::encode(&h, Some(&rider), 200, &mut buf).unwrap();
+        probe::encode(&h, &[rider], 200, &mut buf).unwrap();
         udp.send(&buf).unwrap();
         // A flood of first fragments that never complete.
         for i in 0..3_000u32 {

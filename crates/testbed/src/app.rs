@@ -81,6 +81,22 @@ pub struct AppReport {
     pub messages: u64,
     pub received_bytes: u64,
     pub duration_s: f64,
+    /// The sender's `TCP_INFO` as it closed: what crossed the path beyond the bytes the sink
+    /// read (a held or reordered segment the kernel sent again is load too).
+    pub tcp: AppTcp,
+}
+
+/// The application socket's own count of what it put on the wire (`TCP_INFO`).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct AppTcp {
+    /// `tcpi_bytes_sent`: payload bytes sent, retransmissions included.
+    pub bytes_sent: u64,
+    /// `tcpi_bytes_retrans`: payload bytes sent again.
+    pub bytes_retrans: u64,
+    /// `tcpi_data_segs_out`: data segments sent, retransmissions included.
+    pub data_segs_out: u32,
+    /// `tcpi_total_retrans`: segments sent again.
+    pub segs_retrans: u32,
 }
 
 pub struct AppFlow {
@@ -88,7 +104,7 @@ pub struct AppFlow {
     sent: Arc<AtomicU64>,
     messages: Arc<AtomicU64>,
     sink: Arc<SinkCounters>,
-    sender: Option<JoinHandle<Result<(), Error>>>,
+    sender: Option<JoinHandle<Result<AppTcp, Error>>>,
     sinks: Option<JoinHandle<Result<(), Error>>>,
     start_ns: u64,
 }
@@ -164,12 +180,12 @@ impl AppFlow {
 
     fn halt(&mut self) -> Result<AppReport, Error> {
         self.stop.store(true, Ordering::Relaxed);
-        let mut first_err = None;
+        let (mut first_err, mut tcp) = (None, AppTcp::default());
         if let Some(h) = self.sender.take() {
             match h.join() {
+                Ok(Ok(t)) => tcp = t,
                 Ok(Err(e)) => first_err = Some(e),
                 Err(_) => first_err = Some(Error::Generator("app sender panicked".into())),
-                _ => {}
             }
         }
         self.sink.stop.store(true, Ordering::Relaxed);
@@ -184,6 +200,7 @@ impl AppFlow {
             messages: self.messages.load(Ordering::Relaxed),
             received_bytes: self.sink.received_bytes.load(Ordering::Relaxed),
             duration_s: (now_ns() - self.start_ns) as f64 / 1e9,
+            tcp,
         })
     }
 }
@@ -202,7 +219,7 @@ fn app_source(
     sent: &AtomicU64,
     messages: &AtomicU64,
     end_ns: u64,
-) -> Result<(), Error> {
+) -> Result<AppTcp, Error> {
     let err = |what: &str, e: std::io::Error| Error::Generator(format!("app {what}: {e}"));
     let mut conn =
         TcpStream::connect_timeout(&dst, Duration::from_secs(3)).map_err(|e| err("connect", e))?;
@@ -269,6 +286,33 @@ fn app_source(
             }
         }
     }
+    let tcp = tcp_counts(&conn);
     let _ = conn.shutdown(std::net::Shutdown::Both);
-    Ok(())
+    Ok(tcp)
+}
+
+/// What the kernel says `conn` sent (zeroes if it will not say).
+fn tcp_counts(conn: &TcpStream) -> AppTcp {
+    // SAFETY: tcp_info is plain old data; all zeroes is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt with a buffer of `len` bytes and its length.
+    let rc = unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return AppTcp::default();
+    }
+    AppTcp {
+        bytes_sent: info.tcpi_bytes_sent,
+        bytes_retrans: info.tcpi_bytes_retrans,
+        data_segs_out: info.tcpi_data_segs_out,
+        segs_retrans: info.tcpi_total_retrans,
+    }
 }

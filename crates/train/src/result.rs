@@ -183,6 +183,9 @@ pub struct TrainRiderStats {
     /// Bytes of the probes that could carry a rider and left empty: the measurement's own
     /// cost (the seed's "probe (nopbk)" bytes).
     pub empty_bytes: u64,
+    /// Padding left unused in the probes that carried riders: probe bytes too.
+    #[serde(default)]
+    pub spare_bytes: u64,
     pub standalone_fragments: u32,
     /// Probes an elastic train left out (it ended early: no rider was waiting for them), and
     /// their bytes: probe bytes not sent at all.

@@ -13,7 +13,7 @@ pub mod control;
 pub mod probe;
 
 /// Protocol version carried in every probe and in the control handshake.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 /// Why bytes did not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -12,6 +12,7 @@
 //!  |  (timestamp)                  |  train len    |   reserved    |
 //!  +-------------------------------+---------------+---------------+ 32
 //!  | rider descriptor (12) + rider bytes + tag (16)   -- if RIDER  |
+//!  | ... more riders, each as above, while the last one says MORE   |
 //!  +---------------------------------------------------------------+ header len
 //!  | padding (zeros) up to the probe size                           |
 //!  +---------------------------------------------------------------+
@@ -28,6 +29,14 @@ pub const HEADER_LEN: usize = 32;
 pub const RIDER_DESC_LEN: usize = 12;
 /// Authentication tag bytes after a rider.
 pub const TAG_LEN: usize = 16;
+/// What each rider costs beside its own bytes: its descriptor and tag.
+pub const RIDER_OVERHEAD: usize = RIDER_DESC_LEN + TAG_LEN;
+/// Rider flag: this fragment ends its packet.
+pub const RIDER_LAST: u8 = 1 << 0;
+/// Rider flag: another rider follows this one's tag (a probe's padding can carry the tail of
+/// one packet and the head of the next: one rider per probe left up to half the padding of a
+/// probe smaller than the host's packets empty).
+pub const RIDER_MORE: u8 = 1 << 1;
 /// Largest UDP payload over IPv4.
 pub const MAX_PROBE: usize = 65_507;
 
@@ -129,25 +138,90 @@ pub struct Rider<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Probe<'a> {
     pub header: ProbeHeader,
-    pub rider: Option<Rider<'a>>,
+    /// The riders, in the order they were written (checked by [`decode`]).
+    pub riders: Riders<'a>,
     /// Bytes of padding after the header part.
     pub padding: usize,
 }
 
+/// The riders of a decoded probe: the bytes between the fixed header and the padding, which
+/// [`decode`] has checked parse as a chain of riders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Riders<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Riders<'a> {
+    pub fn iter(&self) -> impl Iterator<Item = Rider<'a>> + 'a {
+        let mut r = Reader::new(self.bytes);
+        std::iter::from_fn(move || {
+            if r.remaining() == 0 {
+                return None;
+            }
+            read_rider(&mut r).ok().map(|(rider, _more)| rider)
+        })
+    }
+
+    pub fn first(&self) -> Option<Rider<'a>> {
+        self.iter().next()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+}
+
 /// Bytes a probe needs before padding, given its rider's length.
 pub fn header_len(rider_len: Option<usize>) -> usize {
-    HEADER_LEN + rider_len.map(|n| RIDER_DESC_LEN + n + TAG_LEN).unwrap_or(0)
+    HEADER_LEN + rider_len.map(|n| RIDER_OVERHEAD + n).unwrap_or(0)
+}
+
+/// Bytes a probe needs before padding to carry `riders`.
+pub fn header_len_riders(riders: &[Rider<'_>]) -> usize {
+    HEADER_LEN
+        + riders
+            .iter()
+            .map(|r| RIDER_OVERHEAD + r.data.len())
+            .sum::<usize>()
+}
+
+/// One rider from `r`, and whether another follows it.
+fn read_rider<'a>(r: &mut Reader<'a>) -> Result<(Rider<'a>, bool), WireError> {
+    let frag_id = r.u32()?;
+    let offset = r.u16()?;
+    let len = r.u16()? as usize;
+    let proto = RiderProto::from_code(r.u8()?);
+    let rflags = r.u8()?;
+    if rflags & !(RIDER_LAST | RIDER_MORE) != 0 {
+        return Err(WireError::Bad("unknown rider flags"));
+    }
+    let _reserved = r.u16()?;
+    let data = r.take(len)?;
+    let tag = r.array::<TAG_LEN>()?;
+    let rider = Rider {
+        frag_id,
+        offset,
+        proto,
+        last: rflags & RIDER_LAST != 0,
+        data,
+        tag,
+    };
+    Ok((rider, rflags & RIDER_MORE != 0))
 }
 
 /// Write a probe of exactly `size` bytes into `out[..size]`. Padding is zeroed. The rider flag
-/// is set from `rider`; other flags come from `header`.
+/// is set from `riders` (carried in their order); other flags come from `header`.
 pub fn encode(
     header: &ProbeHeader,
-    rider: Option<&Rider<'_>>,
+    riders: &[Rider<'_>],
     size: usize,
     out: &mut [u8],
 ) -> Result<usize, WireError> {
-    let hlen = header_len(rider.map(|r| r.data.len()));
+    let hlen = header_len_riders(riders);
     if size > MAX_PROBE {
         return Err(WireError::TooLarge {
             len: size,
@@ -166,7 +240,7 @@ pub fn encode(
         });
     }
     let mut flags = header.flags & !FLAG_RIDER;
-    if rider.is_some() {
+    if !riders.is_empty() {
         flags |= FLAG_RIDER;
     }
     let b = &mut out[..size];
@@ -182,13 +256,21 @@ pub fn encode(
     b[field::TRAIN_LEN].copy_from_slice(&header.train_len.to_be_bytes());
     b[field::RESERVED].fill(0);
     let mut pos = HEADER_LEN;
-    if let Some(r) = rider {
+    for (i, r) in riders.iter().enumerate() {
+        if r.data.len() > u16::MAX as usize {
+            return Err(WireError::TooLarge {
+                len: r.data.len(),
+                max: u16::MAX as usize,
+            });
+        }
+        let more = i + 1 < riders.len();
         let d = &mut b[pos..pos + RIDER_DESC_LEN];
         d[rider_field::FRAG_ID].copy_from_slice(&r.frag_id.to_be_bytes());
         d[rider_field::OFFSET].copy_from_slice(&r.offset.to_be_bytes());
         d[rider_field::LEN].copy_from_slice(&(r.data.len() as u16).to_be_bytes());
         d[rider_field::PROTO] = r.proto.code();
-        d[rider_field::FLAGS] = r.last as u8;
+        d[rider_field::FLAGS] =
+            if r.last { RIDER_LAST } else { 0 } | if more { RIDER_MORE } else { 0 };
         d[rider_field::RESERVED].fill(0);
         pos += RIDER_DESC_LEN;
         b[pos..pos + r.data.len()].copy_from_slice(r.data);
@@ -256,38 +338,36 @@ pub fn decode(buf: &[u8]) -> Result<Probe<'_>, WireError> {
         train_len,
         sent_ns,
     };
-    let rider = if flags & FLAG_RIDER != 0 {
-        let frag_id = r.u32()?;
-        let offset = r.u16()?;
-        let len = r.u16()? as usize;
-        let proto = RiderProto::from_code(r.u8()?);
-        let rflags = r.u8()?;
-        if rflags > 1 {
-            return Err(WireError::Bad("unknown rider flags"));
+    let riders = if flags & FLAG_RIDER != 0 {
+        // The chain must end exactly at the header length: a rider running past it, or bytes
+        // left between the last rider and the padding, is malformed.
+        let mut chain = Reader::new(&buf[HEADER_LEN..hlen]);
+        loop {
+            let (_, more) = read_rider(&mut chain).map_err(|e| match e {
+                WireError::Truncated { .. } => {
+                    WireError::Bad("rider length disagrees with header length")
+                }
+                e => e,
+            })?;
+            if !more {
+                break;
+            }
         }
-        let _reserved = r.u16()?;
-        if header_len(Some(len)) != hlen {
+        if chain.remaining() != 0 {
             return Err(WireError::Bad("rider length disagrees with header length"));
         }
-        let data = r.take(len)?;
-        let tag = r.array::<TAG_LEN>()?;
-        Some(Rider {
-            frag_id,
-            offset,
-            proto,
-            last: rflags == 1,
-            data,
-            tag,
-        })
+        Riders {
+            bytes: &buf[HEADER_LEN..hlen],
+        }
     } else {
         if hlen != HEADER_LEN {
             return Err(WireError::Bad("header length without a rider"));
         }
-        None
+        Riders::default()
     };
     Ok(Probe {
         header,
-        rider,
+        riders,
         padding: buf.len() - hlen,
     })
 }
@@ -312,11 +392,11 @@ mod tests {
     #[test]
     fn plain_probe_round_trip_and_exact_size() {
         let mut buf = [0xffu8; 1500];
-        let n = encode(&header(), None, 1000, &mut buf).unwrap();
+        let n = encode(&header(), &[], 1000, &mut buf).unwrap();
         assert_eq!(n, 1000);
         let p = decode(&buf[..n]).unwrap();
         assert_eq!(p.header, header());
-        assert_eq!(p.rider, None);
+        assert!(p.riders.is_empty());
         assert_eq!(p.padding, 1000 - HEADER_LEN);
         assert!(buf[HEADER_LEN..1000].iter().all(|b| *b == 0));
         stamp(&mut buf[..n], 42).unwrap();
@@ -335,19 +415,63 @@ mod tests {
             tag: [9; 16],
         };
         let mut buf = [0u8; 200];
-        let n = encode(&header(), Some(&rider), 200, &mut buf).unwrap();
+        let n = encode(&header(), &[rider], 200, &mut buf).unwrap();
         let p = decode(&buf[..n]).unwrap();
-        assert_eq!(p.rider, Some(rider));
+        assert_eq!(p.riders.first(), Some(rider));
+        assert_eq!(p.riders.len(), 1);
         assert_eq!(p.header.flags, FLAG_MAY_CARRY | FLAG_RIDER);
         assert_eq!(p.padding, 200 - header_len(Some(5)));
         // A rider that does not fit is refused, not truncated.
-        assert!(encode(&header(), Some(&rider), 60, &mut buf).is_err());
+        assert!(encode(&header(), &[rider], 60, &mut buf).is_err());
+    }
+
+    #[test]
+    fn several_riders_share_one_probe() {
+        let (a, b) = ([1u8; 300], [2u8; 90]);
+        let riders = [
+            Rider {
+                frag_id: 11,
+                offset: 1200,
+                proto: RiderProto::Tcp,
+                last: true,
+                data: &a,
+                tag: [9; 16],
+            },
+            Rider {
+                frag_id: 12,
+                offset: 0,
+                proto: RiderProto::Tcp,
+                last: false,
+                data: &b,
+                tag: [8; 16],
+            },
+        ];
+        let mut buf = [0u8; 600];
+        let n = encode(&header(), &riders, 600, &mut buf).unwrap();
+        let p = decode(&buf[..n]).unwrap();
+        assert_eq!(p.riders.iter().collect::<Vec<_>>(), riders);
+        assert_eq!(p.padding, 600 - HEADER_LEN - 2 * RIDER_OVERHEAD - 390);
+        assert_eq!(header_len_riders(&riders), 600 - p.padding);
+        // The first rider says another follows; the last does not.
+        let flags = |at: usize| buf[at + rider_field::FLAGS];
+        assert_eq!(flags(HEADER_LEN), RIDER_LAST | RIDER_MORE);
+        assert_eq!(flags(HEADER_LEN + RIDER_OVERHEAD + 300), 0);
+        // A chain that says MORE but ends at the header length is malformed, and so is one
+        // that stops short of it.
+        let mut v = buf;
+        v[HEADER_LEN + RIDER_OVERHEAD + 300 + rider_field::FLAGS] = RIDER_MORE;
+        assert!(decode(&v[..n]).is_err());
+        let mut v = buf;
+        v[HEADER_LEN + rider_field::FLAGS] = RIDER_LAST;
+        assert!(decode(&v[..n]).is_err());
+        // Riders that do not fit are refused, not truncated.
+        assert!(encode(&header(), &riders, 400, &mut buf).is_err());
     }
 
     #[test]
     fn malformed_inputs_are_errors() {
         let mut buf = [0u8; 100];
-        encode(&header(), None, 100, &mut buf).unwrap();
+        encode(&header(), &[], 100, &mut buf).unwrap();
         assert!(matches!(
             decode(&buf[..31]),
             Err(WireError::Truncated { .. })
@@ -365,7 +489,7 @@ mod tests {
         v[field::FLAGS].copy_from_slice(&0x8000u16.to_be_bytes());
         assert!(decode(&v).is_err());
         assert!(decode(&[]).is_err());
-        assert!(encode(&header(), None, MAX_PROBE + 1, &mut [0u8; 10]).is_err());
+        assert!(encode(&header(), &[], MAX_PROBE + 1, &mut [0u8; 10]).is_err());
     }
 
     proptest! {
@@ -376,20 +500,20 @@ mod tests {
 
         #[test]
         fn round_trip(session: u32, seq: u32, train: u32, len in 1u16..2000, idx in 0u16..2000, sent: u64,
-                      may: bool, last: bool, rider in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300)),
+                      may: bool, last: bool, riders in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 0..4),
                       extra in 0usize..500) {
             let index = idx % len;
             let flags = if may { FLAG_MAY_CARRY } else { 0 } | if last { FLAG_LAST } else { 0 };
             let h = ProbeHeader { flags, session, seq, train, index, train_len: len, sent_ns: sent };
-            let r = rider.as_ref().map(|d| Rider { frag_id: seq, offset: 0, proto: RiderProto::Udp, last: true, data: d, tag: [7; 16] });
-            let size = header_len(rider.as_ref().map(|d| d.len())) + extra;
+            let r: Vec<Rider> = riders.iter().enumerate().map(|(i, d)| Rider { frag_id: seq.wrapping_add(i as u32), offset: 0, proto: RiderProto::Udp, last: i % 2 == 0, data: d, tag: [7; 16] }).collect();
+            let size = header_len_riders(&r) + extra;
             let mut buf = vec![0u8; size];
-            prop_assert_eq!(encode(&h, r.as_ref(), size, &mut buf).unwrap(), size);
+            prop_assert_eq!(encode(&h, &r, size, &mut buf).unwrap(), size);
             let p = decode(&buf).unwrap();
             let mut want = h;
-            if r.is_some() { want.flags |= FLAG_RIDER; }
+            if !r.is_empty() { want.flags |= FLAG_RIDER; }
             prop_assert_eq!(p.header, want);
-            prop_assert_eq!(p.rider, r);
+            prop_assert_eq!(p.riders.iter().collect::<Vec<_>>(), r);
             prop_assert_eq!(p.padding, extra);
         }
     }

@@ -46,7 +46,7 @@ pub fn run(udp: UdpSocket, s: Arc<Shared>) {
                 continue;
             }
         };
-        if let Some(r) = probe.rider {
+        for r in probe.riders.iter() {
             match &s.riders {
                 Some(rx) => rx.handle(&s.key, peer, &probe.header, &r),
                 None => bump(&c.riders_refused),

@@ -326,7 +326,7 @@ mod tests {
             ..Default::default()
         };
         let mut b = vec![0; 64];
-        encode(&h, None, 64, &mut b).unwrap();
+        encode(&h, &[], 64, &mut b).unwrap();
         b
     }
 

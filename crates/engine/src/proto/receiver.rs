@@ -164,9 +164,9 @@ impl Receiver {
         let peer = st.peer_ip;
         // Train 0 is no train: a rider fragment sent on its own.
         if h.train == 0 {
-            return match probe.rider {
-                Some(_) => Verdict::RiderOnly { peer, probe },
-                None => Verdict::Dropped(Malformed),
+            return match probe.riders.is_empty() {
+                false => Verdict::RiderOnly { peer, probe },
+                true => Verdict::Dropped(Malformed),
             };
         }
         // An earlier train's probe (a straggler or a replay) is not news.
@@ -529,7 +529,7 @@ mod tests {
             ..Default::default()
         };
         let mut b = vec![0; size];
-        mgrp_wire::probe::encode(&h, None, size, &mut b).unwrap();
+        mgrp_wire::probe::encode(&h, &[], size, &mut b).unwrap();
         b
     }
 
@@ -550,7 +550,7 @@ mod tests {
             tag: [0; 16],
         };
         let mut b = vec![0; 200];
-        mgrp_wire::probe::encode(&h, Some(&r), 200, &mut b).unwrap();
+        mgrp_wire::probe::encode(&h, &[r], 200, &mut b).unwrap();
         b
     }
 
@@ -585,7 +585,7 @@ mod tests {
             ..Default::default()
         };
         let mut b = vec![0; 100];
-        mgrp_wire::probe::encode(&h, None, 100, &mut b).unwrap();
+        mgrp_wire::probe::encode(&h, &[], 100, &mut b).unwrap();
         match rx.handle_datagram(now, Some(PEER), &b, false, WallNs(rx_ms * 1_000_000)) {
             Verdict::Accepted { .. } => Ok(()),
             Verdict::RiderOnly { .. } => Err(DropReason::Malformed),

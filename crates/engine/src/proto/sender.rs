@@ -79,7 +79,7 @@ impl SenderSession {
                 };
                 self.seq = self.seq.wrapping_add(1);
                 let mut buf = vec![0u8; p.size as usize];
-                probe::encode(&h, None, p.size as usize, &mut buf)
+                probe::encode(&h, &[], p.size as usize, &mut buf)
                     .expect("a validated probe size holds the header");
                 buf
             })
