@@ -41,6 +41,7 @@ pub struct RidersBench {
     runs: usize,
     #[arg(long)]
     json: bool,
+    /// Write the JSON here (a file; a directory gets riders.json).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
 }
@@ -60,6 +61,19 @@ pub fn run(a: RidersBench) -> Result<()> {
         runs: a.runs,
     };
     cfg.check()?;
+    // `--out` names the JSON file; a directory (as `bench tracking` takes) gets riders.json.
+    // Checked before the runs: a bad path found after them lost their figures.
+    let out = a.out.as_ref().map(|p| match p.is_dir() {
+        true => p.join("riders.json"),
+        false => p.clone(),
+    });
+    if let Some(p) = &out {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .map_err(|e| anyhow::anyhow!("--out {}: {e}", p.display()))?;
+    }
     crate::signals::catch_signals();
     let rows = mgrp_lab::riders_bench::run(&cfg, crate::signals::hooks())?;
     let json = serde_json::to_string_pretty(&serde_json::json!({
@@ -75,8 +89,8 @@ pub fn run(a: RidersBench) -> Result<()> {
         "runs": a.runs,
         "rows": rows,
     }))?;
-    if let Some(p) = &a.out {
-        std::fs::write(p, &json)?;
+    if let Some(p) = &out {
+        std::fs::write(p, &json).map_err(|e| anyhow::anyhow!("write {}: {e}", p.display()))?;
     }
     if a.json {
         say!("{json}");

@@ -164,7 +164,10 @@ fn table(r: &Report) -> String {
              the application's rate as TCP frames; added load = (frames the bottleneck counted \
              from the sender − the application's bytes as TCP frames) / C. Target: added load \
              ≤ 0.5%. Settled = the same from 10 s in (the first acquisition runs before the \
-             application starts, so nothing rides on it). Rode = bytes the probes carried / (those + the bytes of probes that left empty); held = how long \
+             application starts, so nothing rides on it). Rode = bytes the probes carried / \
+             (those + the bytes of probes that left empty + the padding left unused in those \
+             that carried); app resent = the application's retransmitted payload (its socket's \
+             TCP_INFO), part of the added load; held = how long \
              the host's packets were held for a probe (median / p99 / max, ms); waits = elastic \
              trains that waited for riders, and their mean wait."
                 .into(),

@@ -168,6 +168,14 @@ impl Session {
         }
     }
 
+    /// The measurement is over: what riders hold for this peer, with no train to it expected,
+    /// goes now instead of waiting out T. Without riders, nothing.
+    pub fn release_riders(&self) {
+        if let (Some(r), std::net::IpAddr::V4(d)) = (&self.riders, self.peer.ip()) {
+            r.release(d);
+        }
+    }
+
     /// Send one train and wait for the receiver's report. A lost report (peer gone) ends the
     /// train after a bounded wait with every probe counted lost; it is not an error.
     pub fn send_train(&mut self, spec: &TrainSpec) -> Result<TrainResult, Error> {

@@ -75,6 +75,8 @@ mgrp_counters::counters! {
         passed_through,
         /// Held packets sent normally at their deadline
         expired_whole,
+        /// Held packets sent normally early: their measurement ended with no train expected
+        released_whole,
         /// Riders (whole packets or fragments) carried in probes
         rider_chunks,
         /// Bytes carried in probe padding
@@ -283,6 +285,24 @@ impl RiderSender {
         }
     }
 
+    /// The measurement to `dst` ended: if no train to it is expected, send what is held for it
+    /// now rather than at its deadline. The sends happen under the buffer's lock, so a packet
+    /// the TUN reader takes meanwhile (queued behind these, or passed once they are gone)
+    /// cannot overtake them.
+    pub(crate) fn release(&self, dst: Ipv4Addr) {
+        let Ok(mut b) = self.shared.buffer.lock() else {
+            return;
+        };
+        let out = b.release(mgrp_clock::now_ns(), IpAddr::V4(dst), STANDALONE_CHUNK);
+        let s = &*self.shared;
+        for e in out {
+            match e {
+                Expired::Whole(p) => send_normally(s, p.dst, &p.data, &s.counters.released_whole),
+                Expired::Fragment(c) => send_standalone(s, dst, &c),
+            }
+        }
+    }
+
     /// Elastic trains: before a train to `dst` whose probes hold `padding_bytes` of riders over
     /// `train_ns`, wait (bounded) until what is held and what the host will send during the
     /// train fill it. Returns how long it waited (0 when trains are not elastic).
@@ -437,18 +457,16 @@ impl TrainRiders {
         // host's packets empty: round 19). Each costs its descriptor and tag.
         let size = pkt.len();
         let now = mgrp_clock::now_ns();
-        let mut chunks: Vec<RiderChunk> = Vec::new();
-        let mut left = size.saturating_sub(probe::HEADER_LEN);
-        if let Ok(mut b) = self.shared.buffer.lock() {
-            while chunks.len() < MAX_RIDERS_PER_PROBE && left > probe::RIDER_OVERHEAD {
-                let Some(c) = b.take_rider(now, IpAddr::V4(self.dst), left - probe::RIDER_OVERHEAD)
-                else {
-                    break;
-                };
-                left -= probe::RIDER_OVERHEAD + c.data.len();
-                chunks.push(c);
-            }
-        }
+        let (chunks, left) = match self.shared.buffer.lock() {
+            Ok(mut b) => b.take_riders(
+                now,
+                IpAddr::V4(self.dst),
+                size.saturating_sub(probe::HEADER_LEN),
+                probe::RIDER_OVERHEAD,
+                MAX_RIDERS_PER_PROBE,
+            ),
+            Err(_) => (Vec::new(), 0),
+        };
         if !self.elastic.leaves(index, !chunks.is_empty()) {
             // Only the first rider is asked for: a train that ends here took none.
             self.skipped(pkt.len());

@@ -62,6 +62,8 @@ pub fn run_estimator(
             }
         }
     }
+    // Riders held for a next train that will not come leave now, not after T.
+    session.release_riders();
     Ok(est.estimate())
 }
 

@@ -63,6 +63,8 @@ pub struct RiderStats {
     /// before their deadline (sent normally after T).
     pub held_packets: u64,
     pub expired_packets: u64,
+    /// Of the held, those sent early because their measurement ended with no train expected.
+    pub released_packets: u64,
     pub tun_packets: u64,
     /// Elastic trains that waited for riders, and their mean wait (µs).
     pub elastic_waits: u64,
@@ -91,6 +93,7 @@ impl RiderStats {
             held_max_us: b.delay.max_us(),
             held_packets: b.held,
             expired_packets: b.expired_whole,
+            released_packets: b.released_whole,
             tun_packets: k.tun_packets,
             elastic_waits: k.elastic_waits,
             elastic_wait_mean_us: (k.elastic_waits > 0)

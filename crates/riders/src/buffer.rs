@@ -201,6 +201,9 @@ pub struct BufferCounters {
     pub rider_bytes: u64,
     /// Intact packets sent normally because no probe took them in time.
     pub expired_whole: u64,
+    /// Intact packets sent normally before their deadline because the measurement to their
+    /// destination ended with no train to it expected ([`PayloadBuffer::release`]).
+    pub released_whole: u64,
     /// Fragments sent standalone (train ended, or deadline passed, with a packet partly sent).
     pub standalone_fragments: u64,
     pub standalone_bytes: u64,
@@ -444,6 +447,31 @@ impl PayloadBuffer {
         Some(chunk)
     }
 
+    /// Fill one probe's padding with riders in turn: the rest of a packet an earlier probe
+    /// began, then the next packet or its head, while what is left (`room`, bytes after the
+    /// probe's fixed header) holds another rider's `per_rider` bytes of descriptor and tag and
+    /// something to carry, at most `max` riders. Returns them in order and the room left unused.
+    /// (One rider a probe left a probe smaller than the host's packets partly empty: a
+    /// 1500-byte packet across 673-byte probes filled 85–89% of their padding.)
+    pub fn take_riders(
+        &mut self,
+        now_ns: u64,
+        dst: IpAddr,
+        room: usize,
+        per_rider: usize,
+        max: usize,
+    ) -> (Vec<RiderChunk>, usize) {
+        let (mut chunks, mut left) = (Vec::new(), room);
+        while chunks.len() < max && left > per_rider {
+            let Some(c) = self.take_rider(now_ns, dst, left - per_rider) else {
+                break;
+            };
+            left -= per_rider + c.data.len();
+            chunks.push(c);
+        }
+        (chunks, left)
+    }
+
     /// The train to `dst` ended: the rest of a partly sent packet comes back as standalone
     /// fragments of at most `max_chunk` bytes (0 is taken as 1), to send at once. Intact packets
     /// stay held until their deadline or the next train. Closes `dst`'s expect windows that have
@@ -470,6 +498,46 @@ impl PayloadBuffer {
         }
         self.leave(now_ns, &h);
         self.standalone(dst, h, max_chunk)
+    }
+
+    /// The measurement to `dst` ended. If no train to it is expected any more (every expect
+    /// window has begun or passed, and `end_train` closed those), what is still held for it
+    /// would wait out T for nothing: it comes back now, in order, as
+    /// [`poll_expired`](Self::poll_expired) would give it at the deadline. With a window still
+    /// ahead, nothing. (Half the packets whole trains that wait held, waited out T unused:
+    /// round 19.)
+    pub fn release(&mut self, now_ns: u64, dst: IpAddr, max_chunk: usize) -> Vec<Expired> {
+        self.latest_ns = self.latest_ns.max(now_ns);
+        if let Some(ws) = self.windows.get_mut(&dst) {
+            ws.retain(|w| w.1 > now_ns);
+            if !ws.is_empty() {
+                return Vec::new();
+            }
+            self.windows.remove(&dst);
+        }
+        let Some(q) = self.queues.remove(&dst) else {
+            return Vec::new();
+        };
+        let mut out = Vec::with_capacity(q.len());
+        for h in q {
+            self.leave(now_ns, &h);
+            if h.sent == 0 {
+                self.counters.released_whole += 1;
+                out.push(Expired::Whole(Packet {
+                    dst,
+                    proto: h.proto,
+                    data: h.data,
+                    enqueued_ns: h.enqueued_ns,
+                }));
+            } else {
+                out.extend(
+                    self.standalone(dst, h, max_chunk)
+                        .into_iter()
+                        .map(Expired::Fragment),
+                );
+            }
+        }
+        out
     }
 
     /// Packets whose deadline passed: intact ones come back [`Expired::Whole`] (send normally),
@@ -679,6 +747,106 @@ mod tests {
         assert_eq!((c.riders_fragments, c.riders_whole), (4, 1));
         assert_eq!(c.rider_bytes, 1080);
         assert_eq!(c.delay.count(), 2);
+    }
+
+    #[test]
+    fn one_probe_carries_the_tail_of_a_packet_and_the_head_of_the_next() {
+        let mut pb = buf();
+        pb.expect_train(a(), 0, 50 * MS);
+        let (p, q) = (pkt(a(), 1500, 1), pkt(a(), 1500, 2));
+        pb.push(0, p.clone());
+        pb.push(1, q.clone());
+        // 673-byte probes (a 20 Mbit/s check stream): 641 bytes after the fixed header, 28 a
+        // rider beside its bytes.
+        let (room, per) = (641, 28);
+        let mut all = Vec::new();
+        let mut spare = Vec::new();
+        for _ in 0..5 {
+            let (got, left) = pb.take_riders(MS, a(), room, per, 8);
+            spare.push(left);
+            all.extend(got);
+        }
+        // Probes 1–2 carry 613-byte fragments of p; probe 3 p's last 274 bytes and q's head
+        // (641 − 28 − 274 − 28 = 311 bytes); one rider a probe left those 311 + 28 empty.
+        let lens: Vec<usize> = all.iter().map(|c| c.data.len()).collect();
+        assert_eq!(lens, [613, 613, 274, 311, 613, 576]);
+        assert_eq!(spare, [0, 0, 0, 0, room - per - 576]);
+        let cat = |id: u32| -> Vec<u8> {
+            all.iter()
+                .filter(|c| c.frag_id == id)
+                .flat_map(|c| c.data.clone())
+                .collect()
+        };
+        assert_eq!(cat(all[0].frag_id), p.data);
+        assert_eq!(cat(all[3].frag_id), q.data);
+        assert!(all[2].last && !all[3].last && all[5].last);
+        assert_eq!(pb.held_packets(), 0);
+    }
+
+    #[test]
+    fn riders_a_probe_stop_at_the_bound_and_at_the_smallest_fragment() {
+        let mut pb = buf();
+        pb.expect_train(a(), 0, 50 * MS);
+        for i in 0..20 {
+            pb.push(i, pkt(a(), 40, i as u8));
+        }
+        let (got, left) = pb.take_riders(MS, a(), 1440, 28, 8);
+        assert_eq!(got.len(), 8, "at most the bound");
+        assert_eq!(left, 1440 - 8 * 68);
+        // Room for a descriptor and tag but less than the smallest fragment of a big packet:
+        // the probe takes the small packet and stops.
+        let mut pb = buf();
+        pb.expect_train(a(), 0, 50 * MS);
+        pb.push(0, pkt(a(), 100, 1));
+        pb.push(1, pkt(a(), 1500, 2));
+        let (got, left) = pb.take_riders(MS, a(), 100 + 28 + 28 + 63, 28, 8);
+        assert_eq!(got.len(), 1);
+        assert_eq!(left, 28 + 63);
+        assert_eq!(pb.held_packets(), 1);
+    }
+
+    #[test]
+    fn a_measurement_that_ended_releases_what_no_train_will_take() {
+        let mut pb = buf();
+        pb.expect_train(a(), 0, 50 * MS);
+        pb.expect_train(b(), 0, 50 * MS);
+        pb.push(0, pkt(a(), 1500, 1));
+        pb.push(MS, pkt(a(), 300, 2));
+        pb.push(MS, pkt(b(), 300, 3));
+        // A train is still expected: nothing goes.
+        assert!(pb.release(2 * MS, a(), 1400).is_empty());
+        assert_eq!(pb.held_packets(), 3);
+        // The train took the head of the first packet and ended; the next is announced later.
+        let c = pb.take_rider(40 * MS, a(), 1000).unwrap();
+        assert_eq!(c.data.len(), 1000);
+        let rest = pb.end_train(41 * MS, a(), 1400);
+        assert_eq!(rest.iter().map(|c| c.data.len()).sum::<usize>(), 500);
+        pb.expect_train(a(), 60 * MS, 70 * MS);
+        assert!(
+            pb.release(42 * MS, a(), 1400).is_empty(),
+            "a window is ahead"
+        );
+        // Without one, the rest goes now, in order, long before its deadline (T = 10 ms after
+        // 1 ms would be 11 ms; here the expect window kept it held).
+        let mut pb2 = buf();
+        pb2.expect_train(a(), 0, 5 * MS);
+        pb2.push(0, pkt(a(), 100, 1));
+        pb2.push(MS, pkt(a(), 200, 2));
+        let out = pb2.release(6 * MS, a(), 1400);
+        let sizes: Vec<usize> = out
+            .iter()
+            .map(|e| match e {
+                Expired::Whole(p) => p.data.len(),
+                Expired::Fragment(_) => panic!("intact packets come back whole"),
+            })
+            .collect();
+        assert_eq!(sizes, [100, 200]);
+        assert_eq!(pb2.held_packets(), 0);
+        assert_eq!(pb2.counters().released_whole, 2);
+        assert_eq!(pb2.counters().expired_whole, 0);
+        assert!(pb2.poll_expired(20 * MS, 1400).is_empty());
+        // Another destination's packets are not touched.
+        assert_eq!(pb.release(80 * MS, b(), 1400).len(), 1);
     }
 
     #[test]

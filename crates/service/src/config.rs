@@ -28,7 +28,9 @@
 //! elastic_share = 0.2                    #   deadline) and end early past elastic_share of
 //!                                        #   the train when none are left; elastic_share
 //!                                        #   = 1.0, elastic_wait = "60ms", hold = "80ms":
-//!                                        #   whole trains that wait (docs/riders.md)
+//!                                        #   whole trains that wait (docs/riders.md); T
+//!                                        #   must cover a stream: its bytes / the host's
+//!                                        #   rate (130ms/160ms at 100 Mbit/s beside 4)
 //!
 //! [inline]                               # ImTCP: opted-in TCP flows measure their path
 //! opt_in = ["tcp:5001"]                  # to:PREFIX, tcp:PORT, mark:N (not riders' too)
