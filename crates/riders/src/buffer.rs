@@ -520,22 +520,7 @@ impl PayloadBuffer {
         };
         let mut out = Vec::with_capacity(q.len());
         for h in q {
-            self.leave(now_ns, &h);
-            if h.sent == 0 {
-                self.counters.released_whole += 1;
-                out.push(Expired::Whole(Packet {
-                    dst,
-                    proto: h.proto,
-                    data: h.data,
-                    enqueued_ns: h.enqueued_ns,
-                }));
-            } else {
-                out.extend(
-                    self.standalone(dst, h, max_chunk)
-                        .into_iter()
-                        .map(Expired::Fragment),
-                );
-            }
+            self.unheld(now_ns, dst, h, max_chunk, true, &mut out);
         }
         out
     }
@@ -561,24 +546,41 @@ impl PayloadBuffer {
         due.sort_by_key(|(_, h)| h.seq);
         let mut out = Vec::with_capacity(due.len());
         for (dst, h) in due {
-            self.leave(now_ns, &h);
-            if h.sent == 0 {
-                self.counters.expired_whole += 1;
-                out.push(Expired::Whole(Packet {
-                    dst,
-                    proto: h.proto,
-                    data: h.data,
-                    enqueued_ns: h.enqueued_ns,
-                }));
-            } else {
-                out.extend(
-                    self.standalone(dst, h, max_chunk)
-                        .into_iter()
-                        .map(Expired::Fragment),
-                );
-            }
+            self.unheld(now_ns, dst, h, max_chunk, false, &mut out);
         }
         out
+    }
+
+    /// `h` leaves without a probe: intact, to send normally (counted released or expired);
+    /// partly sent, as standalone fragments of at most `max_chunk` bytes.
+    fn unheld(
+        &mut self,
+        now_ns: u64,
+        dst: IpAddr,
+        h: Held,
+        max_chunk: usize,
+        released: bool,
+        out: &mut Vec<Expired>,
+    ) {
+        self.leave(now_ns, &h);
+        if h.sent > 0 {
+            out.extend(
+                self.standalone(dst, h, max_chunk)
+                    .into_iter()
+                    .map(Expired::Fragment),
+            );
+            return;
+        }
+        match released {
+            true => self.counters.released_whole += 1,
+            false => self.counters.expired_whole += 1,
+        }
+        out.push(Expired::Whole(Packet {
+            dst,
+            proto: h.proto,
+            data: h.data,
+            enqueued_ns: h.enqueued_ns,
+        }));
     }
 
     /// Earliest deadline of a held packet: arm one timer for it.
