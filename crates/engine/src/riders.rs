@@ -433,8 +433,8 @@ impl TrainRiders {
     }
 
     /// Put riders into probe `index` (encoded in `pkt`) while packets are waiting and its
-    /// padding has room; the probe's size never changes. Whether the probe leaves: an elastic train ends at the first probe past
-    /// its mandatory prefix that no rider is waiting for.
+    /// padding has room; the probe's size never changes. Whether the probe leaves: an elastic
+    /// train ends at the first probe past its mandatory prefix that no rider is waiting for.
     pub fn fill(&mut self, index: usize, pkt: &mut [u8]) -> bool {
         if index == 0 {
             if let Ok(mut a) = self.at_first.lock() {
@@ -468,7 +468,7 @@ impl TrainRiders {
             Err(_) => (Vec::new(), 0),
         };
         if !self.elastic.leaves(index, !chunks.is_empty()) {
-            // Only the first rider is asked for: a train that ends here took none.
+            // A probe with riders always leaves: a train that ends here took none.
             self.skipped(pkt.len());
             return false;
         }
