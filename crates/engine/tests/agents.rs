@@ -180,7 +180,7 @@ fn forged_truncated_oversized_and_replayed_input_is_counted() {
         let ms = mgrp_clock::realtime_ns() / 1_000_000;
         let mut hello = Vec::new();
         mgrp_wire::control::Control::ClientHello {
-            version: 1,
+            version: mgrp_wire::VERSION,
             nonce,
             unix_ms: ms,
             mac: k.client_mac(&nonce, ms),
