@@ -23,7 +23,7 @@ pub mod mpat;
 pub mod mpat_kernel;
 pub mod rules;
 pub mod run;
-pub mod sockopt;
+pub use mgrp_sockopt as sockopt;
 
 pub use error::Error;
 pub use feed::{Feed, FeedConfig};

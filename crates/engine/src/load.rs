@@ -160,26 +160,14 @@ impl Drop for LoadFlow {
 }
 
 fn set_cc(s: &TcpStream, cc: &str) -> Result<(), Error> {
-    // SAFETY: the name's bytes outlive the call and its length is given.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(Error::io(
+    mgrp_sockopt::set_congestion_control(s.as_raw_fd(), cc).map_err(|e| {
+        Error::io(
             format!(
                 "congestion control {cc:?} on the load flow (see tcp_available_congestion_control)"
             ),
-            std::io::Error::last_os_error(),
-        ))
-    }
+            e,
+        )
+    })
 }
 
 fn tcp_info(s: &TcpStream) -> Result<libc::tcp_info, Error> {

@@ -179,23 +179,7 @@ fn read_errqueue(sock: &UdpSocket) -> Option<Option<ErrMsg>> {
 
 /// The kernel's `TCP_INFO` for a TCP socket (RTT, cwnd, bytes acked, delivery rate…).
 pub fn tcp_info(s: &impl std::os::fd::AsRawFd) -> std::io::Result<libc::tcp_info> {
-    // SAFETY: tcp_info is plain old data; all zeroes is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: getsockopt with a buffer of `len` bytes and its length.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(info)
+    mgrp_sockopt::tcp_info(s.as_raw_fd())
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
-//! The socket options the transfer modes are read and set through, for the CLI, the benches and
-//! the tests: `TCP_CONGESTION` and `TCP_INFO`.
+//! The TCP socket options mgrp reads and sets: `TCP_CONGESTION` (the transfer modes put a
+//! socket on their congestion control) and `TCP_INFO` (the engine's load and inline flows, the
+//! testbed's application flow, the benches). One crate below all of them, so none writes the
+//! getsockopt again (neither `nix` nor `socket2` has a typed `TCP_INFO`).
 
 use std::io;
 use std::os::fd::RawFd;
