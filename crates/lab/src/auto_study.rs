@@ -1,7 +1,9 @@
 //! `auto` on the testbed, one cell at a time, with what its search saw: every fleet's rate and
 //! votes, the evidence `Auto::alternates` weighs, and how the run ended. A study, run by hand
 //! (root): `cargo test --release -p mgrp-lab --lib auto_study -- --ignored --nocapture`
-//! (CAP Mbit/s, CELL as in `mgrp bench accuracy`'s kinds with a load, "onoff:50"; N runs).
+//! (CAP Mbit/s, CELL as in `mgrp bench accuracy`'s kinds with a load, "onoff:50"; N runs;
+//! STREAMS=1 prints each train's delays once the chirps are in; DETECT_NS sets
+//! [`AutoParams::detect_ns`]).
 
 use crate::rig::Worker;
 use mgrp_engine::run::run_estimator;
@@ -17,6 +19,7 @@ struct Logged {
     auto: Auto,
     asked: Option<(u64, u64, bool)>,
     trains: Vec<(u64, u64, u64, usize, usize, bool)>,
+    streams: bool,
 }
 
 impl Estimator for Logged {
@@ -27,6 +30,29 @@ impl Estimator for Logged {
         Some(s)
     }
     fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
+        if self.streams && self.auto.history().len() + usize::from(self.auto.rough().is_some()) > 0
+        {
+            // STREAMS=1: each train's delays (µs above its first group's median), ten groups.
+            let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
+            let g = mgrp_estimate::trend::group_medians(&owd, 10);
+            let base = g.first().copied().unwrap_or(0.0);
+            let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
+            let span = obs.probes.last().and_then(|p| p.sent_ns).unwrap_or(0)
+                - obs.probes.first().and_then(|p| p.sent_ns).unwrap_or(0);
+            let bits: u64 = obs.probes.iter().map(|p| 8 * p.size as u64 + 8 * 42).sum();
+            eprintln!(
+                "    train {:.1} Mbit/s {} probes {:.1} ms, {} lost, base {:.0} µs: {}",
+                bits as f64 / span.max(1) as f64 * 1e3,
+                sent,
+                span as f64 / 1e6,
+                sent - owd.len(),
+                base / 1e3,
+                g.iter()
+                    .map(|d| format!("{:.0}", (d - base) / 1e3))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
         if let Some((at, len, ta)) = self.asked.take() {
             let rx = obs.probes.iter().filter(|p| p.rx_ns.is_some()).count();
             self.trains
@@ -48,6 +74,10 @@ impl Estimator for Logged {
     }
 }
 
+fn var_f64(k: &str, d: f64) -> f64 {
+    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
+}
+
 #[test]
 #[ignore]
 fn auto_study() {
@@ -62,9 +92,13 @@ fn auto_study() {
     let worker = Worker::start(&tb, "auto-study", |(): (), s| {
         let start = mgrp_clock::now_ns();
         let mut logged = Logged {
-            auto: Auto::new(AutoParams::default()),
+            auto: Auto::new(AutoParams {
+                detect_ns: var_f64("DETECT_NS", AutoParams::default().detect_ns),
+                ..AutoParams::default()
+            }),
             asked: None,
             trains: vec![],
+            streams: std::env::var_os("STREAMS").is_some(),
         };
         let deadline = Instant::now() + Duration::from_secs(40);
         let out = run_estimator(s, &mut logged, deadline, || false, |_| {}).unwrap();
