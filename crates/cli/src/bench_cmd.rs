@@ -56,7 +56,8 @@ pub struct AccuracyBench {
     /// Bottleneck capacities, Mbit/s.
     #[arg(long, value_delimiter = ',', default_value = "20,100")]
     pub capacities: Vec<f64>,
-    /// Cross-traffic kinds: cbr, poisson, onoff (50 ms periods), onoff500, step, tcp1, tcp4.
+    /// Cross-traffic kinds: cbr, poisson, onoff (50 ms periods), onoff500, step, web (web-like
+    /// TCP at the load), tcp1, tcp4.
     #[arg(
         long,
         value_delimiter = ',',

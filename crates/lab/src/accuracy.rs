@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 pub struct AccuracyConfig {
     /// Bottleneck capacities, Mbit/s.
     pub capacities: Vec<f64>,
-    /// Cross-traffic kinds: cbr, poisson, onoff (50 ms periods), onoff500, step, tcp1, tcp4.
+    /// Cross-traffic kinds: cbr, poisson, onoff (50 ms periods), onoff500, step, web (web-like
+    /// TCP), tcp1, tcp4.
     pub kinds: Vec<String>,
     /// Cross load in % of capacity (UDP kinds; 0 = idle path, run once).
     pub loads: Vec<u32>,
@@ -115,11 +116,14 @@ pub(crate) fn pattern(kind: &str, load: u32, c: f64) -> Result<Option<CrossPatte
         "onoff500" => format!("onoff:{},on=500ms,off=500ms", mb(r)),
         // Mean `r`, stepping ±50% every second.
         "step" => format!("step:{},{},{},every=1s", mb(r), mb(1.5 * r), mb(0.5 * r)),
+        // TCP flows of heavy-tailed sizes (Pareto, mean 12 kB) arriving to offer `r`: slow
+        // starts, not long-lived windows (`CrossPattern::Web`).
+        "web" => format!("web:{}", mb(r)),
         "tcp1" => "tcp:1".into(),
         "tcp4" => "tcp:4".into(),
         other => {
             return Err(Error::Config(format!(
-                "unknown kind {other:?}: use cbr, poisson, onoff, onoff500, step, tcp1, tcp4"
+                "unknown kind {other:?}: use cbr, poisson, onoff, onoff500, step, web, tcp1, tcp4"
             )))
         }
     };
@@ -177,7 +181,12 @@ impl AccuracyConfig {
         ensure(
             self.loads.iter().all(|l| *l < 100),
             "loads must be below 100%",
-        )
+        )?;
+        // An unknown kind fails here, not after the testbed came up and earlier cells ran.
+        for kind in &self.kinds {
+            pattern(kind, 50, 20e6)?;
+        }
+        Ok(())
     }
 }
 
@@ -401,5 +410,19 @@ mod tests {
             matches!(slow, CrossPattern::OnOff { on, off, .. } if on == off && on == Duration::from_millis(500))
         );
         assert!(matches!(pattern("zigzag", 10, 20e6), Err(Error::Config(_))));
+        let web = pattern("web", 25, 100e6).unwrap().unwrap();
+        assert!(matches!(web, CrossPattern::Web { .. }));
+        assert_eq!(web.mean_rate_bps(), Some(25e6));
+        assert!(pattern("web", 0, 20e6).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_unknown_kind_is_refused_before_any_run() {
+        let mut c = cfg();
+        c.kinds = vec!["cbr".into(), "zigzag".into()];
+        let e = c.check().unwrap_err().to_string();
+        assert!(e.contains("zigzag") && e.contains("web"), "{e}");
+        c.kinds = vec!["web".into(), "tcp1".into()];
+        assert!(c.check().is_ok());
     }
 }
