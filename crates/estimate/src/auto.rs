@@ -666,6 +666,26 @@ mod tests {
     }
 
     /// Bytes and trains add up over the phases; a known capacity skips the capacity phase.
+    /// The search reports how much its streams' delays wander against the rise they were
+    /// sized for: little under CBR of small packets, more under Poisson at 75% (fluid model,
+    /// seed 1; the testbed's figures are in [`crate::slops::Evidence::noise`]).
+    #[test]
+    fn the_search_reports_its_streams_noise() {
+        let noise = |cross: &str| {
+            let mut p = path(20e6, Some(cross), 1);
+            let mut a = Auto::new(AutoParams::default());
+            drive(&mut a, &mut p, 60_000_000_000);
+            a.evidence().unwrap().noise
+        };
+        let (cbr, poisson) = (
+            noise("cbr:10mbit,size=500"),
+            noise("poisson:15mbit,size=1000"),
+        );
+        assert!(cbr.is_finite() && poisson.is_finite());
+        assert!(cbr < 0.3, "CBR {cbr}");
+        assert!(poisson > cbr, "Poisson {poisson} against CBR {cbr}");
+    }
+
     #[test]
     fn accounting_across_phases() {
         let mut p = path(20e6, Some("cbr:5mbit,size=500"), 1);

@@ -2007,6 +2007,7 @@ mod tests {
             queued: 0,
             saturated: 0,
             drained: 0,
+            noise: 0.0,
         };
         let c = 20e6;
         let quiet = raw_score(&ev, Some(10.5e6), 10e6, c);

@@ -151,6 +151,21 @@ pub fn stream_trend(owd: &[f64], sent: usize, p: &TrendParams) -> Trend {
     verdict
 }
 
+/// How far a stream's delays wander from one trend group to the next: the median absolute
+/// step between successive group medians (the groups [`stream_trend`] judges), in the delays'
+/// unit. A queue the stream builds moves them one way; this is what they do besides.
+pub fn group_jitter(owd: &[f64], p: &TrendParams) -> f64 {
+    if owd.len() < 4 {
+        return 0.0;
+    }
+    let g = p
+        .groups
+        .unwrap_or(((owd.len() as f64).sqrt().floor() as usize).max(2));
+    let d = group_medians(owd, g);
+    let steps: Vec<f64> = d.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+    crate::stats::quantile(&steps, 0.5).unwrap_or(0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,5 +219,22 @@ mod tests {
         // Heavy loss is congestion, whatever the delays say.
         assert_eq!(stream_trend(&noise[..80], 100, &p), Trend::Increasing);
         assert_eq!(stream_trend(&[1.0, 2.0], 2, &p), Trend::Unknown);
+    }
+
+    /// A queue the stream builds moves every group the same way: the jitter is one group's
+    /// step. Delays that jump about by ±1 ms around a flat line are 2 ms steps, whatever the
+    /// trend says of them.
+    #[test]
+    fn group_jitter_is_the_step_between_groups() {
+        let p = TrendParams::default();
+        let ramp: Vec<f64> = (0..49).map(|i| 10.0 * i as f64).collect();
+        // 49 delays, 7 groups of 7: group medians 70 apart.
+        assert!((group_jitter(&ramp, &p) - 70.0).abs() < 1e-9);
+        assert_eq!(group_jitter(&[5.0; 49], &p), 0.0);
+        let jumpy: Vec<f64> = (0..49)
+            .map(|i| if (i / 7) % 2 == 0 { 1e6 } else { -1e6 })
+            .collect();
+        assert!((group_jitter(&jumpy, &p) - 2e6).abs() < 1e-3);
+        assert_eq!(group_jitter(&[1.0, 2.0, 3.0], &p), 0.0);
     }
 }
