@@ -818,21 +818,9 @@ fn web_sink(
 
 /// Choose the socket's TCP congestion control (`cubic`, `bbr`, ...).
 pub(crate) fn set_congestion_control(fd: std::os::fd::RawFd, cc: &str) -> Result<(), Error> {
-    // SAFETY: setsockopt with a valid fd and a buffer of the length passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(Error::Generator(format!(
-            "congestion control {cc:?} is not available here ({}); see /proc/sys/net/ipv4/tcp_available_congestion_control",
-            std::io::Error::last_os_error()
-        )));
-    }
-    Ok(())
+    mgrp_sockopt::set_congestion_control(fd, cc).map_err(|e| {
+        Error::Generator(format!(
+            "congestion control {cc:?} is not available here ({e}); see /proc/sys/net/ipv4/tcp_available_congestion_control"
+        ))
+    })
 }
