@@ -665,7 +665,6 @@ mod tests {
         assert_eq!((e.quality.probe_bytes, e.quality.trains), (bytes, trains));
     }
 
-    /// Bytes and trains add up over the phases; a known capacity skips the capacity phase.
     /// The search reports how much its streams' delays wander against the rise they were
     /// sized for: little under CBR of small packets, more under Poisson at 75% (fluid model,
     /// seed 1; the testbed's figures are in [`crate::slops::Evidence::noise`]).
@@ -686,6 +685,7 @@ mod tests {
         assert!(poisson > cbr, "Poisson {poisson} against CBR {cbr}");
     }
 
+    /// Bytes and trains add up over the phases; a known capacity skips the capacity phase.
     #[test]
     fn accounting_across_phases() {
         let mut p = path(20e6, Some("cbr:5mbit,size=500"), 1);

@@ -222,7 +222,7 @@ pub struct Slops {
     /// The rates of the streams that met a saturated link (at most [`MAX_SATURATED_RATES`]).
     saturated_rates: Vec<f64>,
     /// Each stream's delay noise against its detect size ([`Evidence::noise`]; at most
-    /// [`MAX_SATURATED_RATES`]).
+    /// [`MAX_NOISE_STREAMS`]).
     noise: Vec<f64>,
     /// The verification fleet in progress: the bound it re-tests and its rate.
     check: Option<(Side, f64)>,
@@ -268,6 +268,8 @@ pub struct Slops {
 const MAX_RESENDS: u32 = 3;
 /// Saturated streams whose rate is kept (a search sends a few dozen streams).
 const MAX_SATURATED_RATES: usize = 256;
+/// Streams whose delay noise is kept for [`Evidence::noise`] (the median of the first ones).
+const MAX_NOISE_STREAMS: usize = 256;
 
 /// The stream's actual send duration over its planned one, over the probes that left (a
 /// stream an elastic sender ended early, riders having run out, kept its rate).
@@ -729,7 +731,7 @@ impl Estimator for Slops {
         let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
         let mut trend = stream_trend(&owd, sent, &self.p.trend);
         if let (Some(detect), true) = (self.p.detect_ns, owd.len() >= 4) {
-            if self.noise.len() < MAX_SATURATED_RATES && detect > 0.0 {
+            if self.noise.len() < MAX_NOISE_STREAMS && detect > 0.0 {
                 self.noise.push(group_jitter(&owd, &self.p.trend) / detect);
             }
         }

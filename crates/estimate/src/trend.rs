@@ -131,10 +131,7 @@ pub fn stream_trend(owd: &[f64], sent: usize, p: &TrendParams) -> Trend {
     if owd.len() < 4 {
         return Trend::Unknown;
     }
-    let g = p
-        .groups
-        .unwrap_or(((owd.len() as f64).sqrt().floor() as usize).max(2));
-    let d = group_medians(owd, g);
+    let d = group_medians(owd, groups(owd.len(), p));
     let a = classify(pct(&d), p.pct_increasing, p.pct_not);
     let b = classify(pdt(&d), p.pdt_increasing, p.pdt_not);
     use Trend::*;
@@ -151,6 +148,12 @@ pub fn stream_trend(owd: &[f64], sent: usize, p: &TrendParams) -> Trend {
     verdict
 }
 
+/// The trend tests' groups for `n` delays: the configured count, or √n (at least 2).
+fn groups(n: usize, p: &TrendParams) -> usize {
+    p.groups
+        .unwrap_or(((n as f64).sqrt().floor() as usize).max(2))
+}
+
 /// How far a stream's delays wander from one trend group to the next: the median absolute
 /// step between successive group medians (the groups [`stream_trend`] judges), in the delays'
 /// unit. A queue the stream builds moves them one way; this is what they do besides.
@@ -158,10 +161,7 @@ pub fn group_jitter(owd: &[f64], p: &TrendParams) -> f64 {
     if owd.len() < 4 {
         return 0.0;
     }
-    let g = p
-        .groups
-        .unwrap_or(((owd.len() as f64).sqrt().floor() as usize).max(2));
-    let d = group_medians(owd, g);
+    let d = group_medians(owd, groups(owd.len(), p));
     let steps: Vec<f64> = d.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
     crate::stats::quantile(&steps, 0.5).unwrap_or(0.0)
 }

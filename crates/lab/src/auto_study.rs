@@ -8,7 +8,7 @@
 use crate::rig::Worker;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::auto::{Auto, AutoParams};
-use mgrp_estimate::{Estimate, Estimator, TrainResult, TrainSpec};
+use mgrp_estimate::{wire_bits, Estimate, Estimator, TrainResult, TrainSpec};
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
 use mgrp_testbed::TruthSampler;
 use std::time::{Duration, Instant};
@@ -30,8 +30,7 @@ impl Estimator for Logged {
         Some(s)
     }
     fn handle_train(&mut self, now_ns: u64, obs: &TrainResult) {
-        if self.streams && self.auto.history().len() + usize::from(self.auto.rough().is_some()) > 0
-        {
+        if self.streams && (self.auto.rough().is_some() || !self.auto.history().is_empty()) {
             // STREAMS=1: each train's delays (µs above its first group's median), ten groups.
             let owd: Vec<f64> = obs.owds().into_iter().map(|(_, d)| d).collect();
             let g = mgrp_estimate::trend::group_medians(&owd, 10);
@@ -39,10 +38,10 @@ impl Estimator for Logged {
             let sent = obs.probes.iter().filter(|p| p.sent_ns.is_some()).count();
             let span = obs.probes.last().and_then(|p| p.sent_ns).unwrap_or(0)
                 - obs.probes.first().and_then(|p| p.sent_ns).unwrap_or(0);
-            let bits: u64 = obs.probes.iter().map(|p| 8 * p.size as u64 + 8 * 42).sum();
+            let bits: f64 = obs.probes.iter().map(|p| wire_bits(p.size)).sum();
             eprintln!(
                 "    train {:.1} Mbit/s {} probes {:.1} ms, {} lost, base {:.0} µs: {}",
-                bits as f64 / span.max(1) as f64 * 1e3,
+                bits / span.max(1) as f64 * 1e3,
                 sent,
                 span as f64 / 1e6,
                 sent - owd.len(),
@@ -74,29 +73,25 @@ impl Estimator for Logged {
     }
 }
 
-fn var_f64(k: &str, d: f64) -> f64 {
-    std::env::var(k)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(d)
-}
-
 #[test]
 #[ignore]
 fn auto_study() {
     let var = |k: &str, d: &str| std::env::var(k).unwrap_or(d.into());
     let cap: f64 = var("CAP", "100").parse().unwrap();
     let n: usize = var("N", "10").parse().unwrap();
+    let detect_ns: f64 = var("DETECT_NS", &AutoParams::default().detect_ns.to_string())
+        .parse()
+        .unwrap();
     let cell = var("CELL", "onoff:50");
     let c = cap * 1e6;
     let tb = crate::accuracy::testbed(c).unwrap();
     let cm = tb.capacity().bps();
     eprintln!("C configured {cap} measured {:.2} Mbit/s", cm / 1e6);
-    let worker = Worker::start(&tb, "auto-study", |(): (), s| {
+    let worker = Worker::start(&tb, "auto-study", move |(): (), s| {
         let start = mgrp_clock::now_ns();
         let mut logged = Logged {
             auto: Auto::new(AutoParams {
-                detect_ns: var_f64("DETECT_NS", AutoParams::default().detect_ns),
+                detect_ns,
                 ..AutoParams::default()
             }),
             asked: None,
