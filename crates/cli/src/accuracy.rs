@@ -185,6 +185,38 @@ fn table(out: &mut String, runs: &[Run], methods: &[String]) {
         );
     }
     drains(out, runs);
+    unprobed(out, runs);
+}
+
+/// Elastic cross traffic (TCP, web): the estimate against A over the run (which the probes
+/// raise: the flows yield to them) and against A with no probes on the path just before it.
+fn unprobed(out: &mut String, runs: &[Run]) {
+    if runs.iter().all(|r| r.truth_unprobed_mbit.is_none()) {
+        return;
+    }
+    w!(out, "\nElastic cross traffic: A over the run (probes on the path) against A over the 500 ms before it with none (medians; held = ranges that held that truth; retransmits = the cross flows' during the run):");
+    w!(out, "| C | cross | load | method | runs | estimate | truth (run) | truth (no probes) | err (run) | err (no probes) | p90 (no probes) | held (no probes) | retransmits |");
+    w!(
+        out,
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for ((c, kind, load, m), r) in cells(runs.iter().filter(|r| r.truth_unprobed_mbit.is_some())) {
+        let errs: Vec<f64> = r.iter().filter_map(|r| r.rel_error_unprobed).collect();
+        w!(
+            out,
+            "| {c} | {kind} | {} | {m} | {} | {:.2} | {:.2} | {:.2} | {:.1}% | {:.1}% | {:.1}% | {} | {:.0} |",
+            load.map(|l| format!("{l}%")).unwrap_or_else(|| "—".into()),
+            r.len(),
+            q(r.iter().filter_map(|r| r.estimate_mbit).collect(), 0.5),
+            q(r.iter().map(|r| r.truth_mbit).collect(), 0.5),
+            q(r.iter().filter_map(|r| r.truth_unprobed_mbit).collect(), 0.5),
+            q(r.iter().filter_map(|r| r.rel_error).collect(), 0.5) * 100.0,
+            q(errs.clone(), 0.5) * 100.0,
+            q(errs, 0.9) * 100.0,
+            share(r.iter().filter_map(|r| r.covered_unprobed)),
+            q(r.iter().filter_map(|r| r.cross_retransmits.map(|x| x as f64)).collect(), 0.5),
+        );
+    }
 }
 
 /// A grid cell: capacity (Mbit/s), cross kind, load, method.

@@ -3191,6 +3191,61 @@ mod tests {
         assert!(slow.is_empty(), "{slow:#?}");
     }
 
+    /// Check size against step-following at 20 Mbit/s (issue 13, round 21): the variant from
+    /// the environment (`DETECT_MTUS`, `MARGIN`, `MIN_RISE`, `BELOW`, `CONFIRM`) against the
+    /// defaults. Per arm: steps after the acquisition (8 phases × the STEP patterns) median /
+    /// p90 / worst and the share followed within 2 s; pooled median / p90 error, load and
+    /// phase starts on CBR, Poisson and on/off (`SEEDS` seeds × 120 s).
+    #[test]
+    #[ignore]
+    fn study_check_size() {
+        let var = |k: &str, d: f64| std::env::var(k).map_or(d, |v| v.parse().unwrap());
+        let d = TrackParams::default();
+        let tp = TrackParams {
+            detect_mtus: var("DETECT_MTUS", d.detect_mtus),
+            margin: var("MARGIN", d.margin),
+            min_rise_mtus: var("MIN_RISE", d.min_rise_mtus),
+            below_every: var("BELOW", d.below_every as f64) as u32,
+            confirm: var("CONFIRM", d.confirm as f64) as u32,
+            ..d
+        };
+        let seeds = var("SEEDS", 8.0) as u64;
+        for (name, p) in [("default", d), ("variant", tp)] {
+            let mut later = Vec::new();
+            for cross in [
+                "step:5mbit,8mbit,every=20s,size=500",
+                "step:8mbit,14mbit,every=20s,size=500",
+                "step:6mbit,10mbit,every=20s,size=1000",
+                "step:2mbit,6mbit,10mbit,12mbit,8mbit,4mbit,every=20s,size=1000",
+            ] {
+                for k in 0..8 {
+                    let r = run_from(20e6, cross, 1, 140, p, S / 2 + k * 400_000_000);
+                    let f = follow_run(20e6, cross, 20, 1, 140, &r);
+                    later.extend(f.into_iter().skip(1).map(|f| f.map_or(99.0, |(t, _)| t)));
+                }
+            }
+            later.sort_by(f64::total_cmp);
+            let n = later.len();
+            let within = later.iter().filter(|t| **t <= 2.0).count();
+            eprintln!(
+                "{name}: steps {n}: median {:.2} p90 {:.2} worst {:.2} within 2 s {within}",
+                later[n / 2],
+                later[n * 9 / 10],
+                later[n - 1]
+            );
+            for cross in [
+                "cbr:10mbit,size=1000",
+                "poisson:10mbit,size=1000",
+                "onoff:6mbit,on=500ms,off=500ms,dist=exp,size=1000",
+            ] {
+                let (med, p90, load, starts) = pooled_load(20e6, cross, 1..=seeds, 120, p);
+                eprintln!(
+                    "{name}: {cross}: median {med:.3} p90 {p90:.3} load {load:.4} phase starts {starts}"
+                );
+            }
+        }
+    }
+
     /// Rounds' bytes (with their train times) as a driver would see them, at `ceiling`.
     /// Each train: its start, frames, and whether it opened a round.
     fn spends(c: f64, cross: &str, ceiling: f64, horizon_s: u64) -> Vec<(u64, u64, bool)> {

@@ -93,6 +93,31 @@ pub struct Run {
     /// The truth with that capacity: drain − the cross traffic delivered during the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truth_drain_mbit: Option<f64>,
+    /// Elastic cross traffic (TCP, web): A over the [`UNPROBED_WINDOW`] before the run, after
+    /// [`UNPROBED_WAIT`] with no probes on the path. A window-limited flow yields to probes
+    /// (its rate is cwnd / RTT, and probes add to the RTT), so A over the run itself rises
+    /// with what the method sends; this is C − X as the path has it without the method.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truth_unprobed_mbit: Option<f64>,
+    /// |estimate − truth_unprobed| / max(truth_unprobed, 5% of C), and whether the range held it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rel_error_unprobed: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covered_unprobed: Option<bool>,
+    /// Elastic cross traffic: segments its TCP flows retransmitted during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_retransmits: Option<u64>,
+}
+
+/// Elastic kinds wait this long with no probes before each run ...
+pub const UNPROBED_WAIT: Duration = Duration::from_millis(1000);
+/// ... and the truth without probes is A over the last this much of the wait (the flows have
+/// had an RTT's worth of it to take back what the last run's probes held).
+pub const UNPROBED_WINDOW: Duration = Duration::from_millis(500);
+
+/// Cross traffic that yields to probes: TCP flows, bulk or web-like.
+pub fn elastic(kind: &str) -> bool {
+    kind.starts_with("tcp") || kind == "web"
 }
 
 /// The host's 1-minute load average now.
@@ -261,9 +286,17 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                         rep + 1,
                         cfg.reps
                     ));
+                    let quiet = elastic(&kind).then(|| {
+                        std::thread::sleep(UNPROBED_WAIT);
+                        let to = mgrp_clock::now_ns();
+                        (to - UNPROBED_WINDOW.as_nanos() as u64, to)
+                    });
+                    let retransmits = || gen.as_ref().map_or(0, |g| g.tcp_retransmits());
+                    let r0 = retransmits();
                     let o = worker
                         .ask(method, Duration::from_secs(60))?
                         .map_err(Error::Worker)?;
+                    let cross_retransmits = quiet.map(|_| retransmits() - r0);
                     // The truth over the method's run, at least its last 500 ms (shorter windows
                     // would be interpolated between a couple of samples); wait for a sample past
                     // its end.
@@ -293,6 +326,13 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                         sampler
                             .truth()
                             .window(o.end_ns.saturating_sub(span), o.end_ns)
+                            .map(|w| w.avail_bps)
+                            .filter(|t| t.is_finite())
+                    });
+                    let truth_unprobed = quiet.and_then(|(from, to)| {
+                        sampler
+                            .truth()
+                            .window(from, to)
                             .map(|w| w.avail_bps)
                             .filter(|t| t.is_finite())
                     });
@@ -329,6 +369,14 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                         truth_drain_mbit: drain
                             .filter(|_| cross_bps.is_finite())
                             .map(|d| (d - cross_bps).max(0.0) / 1e6),
+                        truth_unprobed_mbit: truth_unprobed.map(|t| t / 1e6),
+                        rel_error_unprobed: e
+                            .zip(truth_unprobed)
+                            .map(|(e, t)| (e.value_bps - t).abs() / t.max(0.05 * c)),
+                        covered_unprobed: e
+                            .zip(truth_unprobed)
+                            .map(|(e, t)| e.low_bps <= t && t <= e.high_bps),
+                        cross_retransmits,
                     });
                 }
             }

@@ -3,7 +3,8 @@
 //! (root): `cargo test --release -p mgrp-lab --lib auto_study -- --ignored --nocapture`
 //! (CAP Mbit/s, CELL as in `mgrp bench accuracy`'s kinds with a load, "onoff:50"; N runs;
 //! STREAMS=1 prints each train's delays once the chirps are in; DETECT_NS sets
-//! [`AutoParams::detect_ns`]).
+//! [`AutoParams::detect_ns`]; each run waits IDLE_MS, default 1000, first, and the TCP cross
+//! flows' retransmissions per second and A are printed for that wait, the run's A as `truth`).
 
 use crate::rig::Worker;
 use mgrp_engine::run::run_estimator;
@@ -189,8 +190,17 @@ fn auto_study() {
         .as_ref()
         .map(|p| CrossTraffic::start(&tb, p, BASE_PORT, &GenOptions::default()).unwrap());
     std::thread::sleep(Duration::from_millis(500));
+    // The cross flows' retransmissions per second with no probes, then while `auto` runs.
+    let retrans = || gen.as_ref().map_or(0, |g| g.tcp_retransmits());
+    let idle = Duration::from_millis(var("IDLE_MS", "1000").parse().unwrap());
     for i in 0..n {
+        let r0 = retrans();
+        let idle_from = mgrp_clock::now_ns();
+        std::thread::sleep(idle);
+        let idle_to = mgrp_clock::now_ns();
+        let r1 = retrans();
         let (start, end, out, lines) = worker.ask((), Duration::from_secs(60)).unwrap();
+        let r2 = retrans();
         std::thread::sleep(Duration::from_millis(150));
         let truth = sampler
             .truth()
@@ -207,6 +217,17 @@ fn auto_study() {
             truth / 1e6,
             100.0 * (e.value_bps - truth).abs() / truth.max(0.05 * c),
             (end - start) as f64 / 1e9
+        );
+        // A over the wait before the run: what the path had with no probes on it.
+        let idle_truth = sampler
+            .truth()
+            .window(idle_from, idle_to)
+            .map_or(f64::NAN, |w| w.avail_bps);
+        eprintln!(
+            "  truth before the run (no probes) {:.1}; cross retransmits/s: idle {:.1}, probed {:.1}",
+            idle_truth / 1e6,
+            (r1 - r0) as f64 / idle.as_secs_f64().max(1e-3),
+            (r2 - r1) as f64 / ((end - start) as f64 / 1e9).max(1e-3)
         );
         for l in lines {
             eprintln!("{l}");

@@ -24,6 +24,8 @@ pub const BASE_PORT: u16 = 5200;
 const MAX_SINK_CONNS: usize = 1024;
 /// Longest a web flow may take before it is abandoned (and counted as failed).
 const WEB_FLOW_DEADLINE: Duration = Duration::from_secs(60);
+/// How often a bulk TCP cross flow's retransmissions are read.
+pub const RETRANS_EVERY: Duration = Duration::from_millis(50);
 /// Most completion times a web generator keeps (an hour at ~30 flows/s); later flows are only
 /// counted, so a long run cannot grow the report without bound.
 pub const MAX_WEB_FLOW_TIMES: usize = 100_000;
@@ -115,6 +117,11 @@ pub struct GenReport {
     /// Web: completed flows whose time was not kept (beyond [`MAX_WEB_FLOW_TIMES`]).
     #[serde(default)]
     pub flow_times_dropped: u64,
+    /// TCP and web: segments the cross flows retransmitted (`TCP_INFO`'s `tcpi_total_retrans`;
+    /// bulk flows read every [`RETRANS_EVERY`], completed web flows as each ends). Where probes overflow
+    /// a queue a TCP flow holds full, its losses show here.
+    #[serde(default)]
+    pub tcp_retransmits: u64,
 }
 
 /// One completed web flow.
@@ -146,9 +153,21 @@ struct Shared {
     /// Completed web flows' times (at most [`MAX_WEB_FLOW_TIMES`]).
     flow_times: Mutex<Vec<WebFlowTime>>,
     flow_times_dropped: AtomicU64,
+    /// Retransmitted segments of the TCP cross flows so far ([`GenReport::tcp_retransmits`]).
+    tcp_retransmits: AtomicU64,
 }
 
 impl Shared {
+    /// Add what a TCP socket retransmitted since `*seen` (its total when last read).
+    fn count_retransmits(&self, conn: &TcpStream, seen: &mut u32) {
+        if let Ok(i) = mgrp_sockopt::tcp_info(conn.as_raw_fd()) {
+            let total = i.tcpi_total_retrans;
+            self.tcp_retransmits
+                .fetch_add(u64::from(total.saturating_sub(*seen)), Ordering::Relaxed);
+            *seen = (*seen).max(total);
+        }
+    }
+
     /// Keep a completed web flow's time, or count it when the record is full.
     fn record_flow(&self, t: WebFlowTime) {
         let kept = match self.flow_times.lock() {
@@ -355,7 +374,14 @@ impl CrossTraffic {
             flows_failed: s.flows_failed.load(Ordering::Relaxed),
             flow_times: s.flow_times.lock().map(|v| v.clone()).unwrap_or_default(),
             flow_times_dropped: s.flow_times_dropped.load(Ordering::Relaxed),
+            tcp_retransmits: s.tcp_retransmits.load(Ordering::Relaxed),
         })
+    }
+
+    /// Segments the TCP cross flows retransmitted so far (read while running: a study takes
+    /// the difference over a measurement).
+    pub fn tcp_retransmits(&self) -> u64 {
+        self.shared.tcp_retransmits.load(Ordering::Relaxed)
     }
 }
 
@@ -539,7 +565,12 @@ fn tcp_source(dst: SocketAddr, cc: Option<&str>, s: Arc<Shared>, end_ns: u64) ->
     conn.set_write_timeout(Some(Duration::from_millis(50)))
         .map_err(|e| gen_err("TCP source", e))?;
     let chunk = vec![0x5au8; 64 * 1024];
+    let (mut seen, mut read_at) = (0u32, now_ns());
     while !s.stop.load(Ordering::Relaxed) && now_ns() < end_ns {
+        if now_ns() >= read_at + RETRANS_EVERY.as_nanos() as u64 {
+            s.count_retransmits(&conn, &mut seen);
+            read_at = now_ns();
+        }
         match conn.write(&chunk) {
             Ok(n) => {
                 s.sent_bytes.fetch_add(n as u64, Ordering::Relaxed);
@@ -549,6 +580,7 @@ fn tcp_source(dst: SocketAddr, cc: Option<&str>, s: Arc<Shared>, end_ns: u64) ->
             Err(e) => return Err(gen_err("TCP send", e)),
         }
     }
+    s.count_retransmits(&conn, &mut seen);
     let _ = conn.shutdown(std::net::Shutdown::Both);
     Ok(())
 }
@@ -683,7 +715,10 @@ fn web_flow(
             return Err(abandoned());
         }
         match conn.read(&mut buf) {
-            Ok(0) => return Ok(()),
+            Ok(0) => {
+                s.count_retransmits(&conn, &mut 0);
+                return Ok(());
+            }
             Ok(_) => {}
             Err(e) if transient(&e) => {}
             Err(e) => return Err(e),

@@ -103,6 +103,30 @@ fn tcp_with_named_congestion_control() {
     })
 }
 
+/// A bulk CUBIC flow fills the bottleneck's queue until it drops (drop-tail, 100 packets), so
+/// over 2.5 s it retransmits; the generator counts that from `TCP_INFO`, live and in its
+/// report. UDP cross traffic reports none.
+#[test]
+fn tcp_cross_flows_count_their_retransmissions() {
+    use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT, RETRANS_EVERY};
+    use std::time::Duration;
+    let tb = testbed(20.0);
+    let start = |text: &str| {
+        let p = mgrp_testbed::CrossPattern::parse(text).unwrap();
+        CrossTraffic::start(&tb, &p, BASE_PORT, &GenOptions::default()).unwrap()
+    };
+    let gen = start("tcp:1,cc=cubic");
+    std::thread::sleep(Duration::from_millis(2500));
+    let live = gen.tcp_retransmits();
+    std::thread::sleep(RETRANS_EVERY * 2);
+    let report = gen.stop().unwrap();
+    assert!(live > 0, "no retransmission seen live: {report:?}");
+    assert!(report.tcp_retransmits >= live, "{live} live, {report:?}");
+    let gen = start("cbr:5mbit");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(gen.stop().unwrap().tcp_retransmits, 0);
+}
+
 #[test]
 fn unknown_congestion_control_is_a_clear_error() {
     use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
