@@ -6,6 +6,7 @@ use mgrp_engine::client::Session;
 use mgrp_engine::run::run_estimator;
 use mgrp_estimate::methods::Method;
 use mgrp_estimate::{Estimate, Estimator};
+use mgrp_testbed::capacity::SHORTFALL_WARN;
 use mgrp_testbed::generator::{CrossTraffic, GenOptions, BASE_PORT};
 use mgrp_testbed::{CrossPattern, DelayMode, Testbed, TestbedConfig, TruthSampler};
 use serde::Serialize;
@@ -83,7 +84,7 @@ pub struct Run {
     /// Which phase gave the final estimate (`auto:slops`, `auto:timeavg`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub final_method: Option<String>,
-    /// The capacity the testbed measured at `up` (the truth's C), Mbit/s.
+    /// The capacity the testbed measured just before the run's cell (the truth's C), Mbit/s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_measured_mbit: Option<f64>,
     /// What the bottleneck drained in a flood on top of the cross traffic right after the run
@@ -257,7 +258,18 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
             } else {
                 pattern(&kind, load.unwrap_or(0), c)?
             };
-            let sampler = TruthSampler::start(&tb, Duration::from_millis(50))?;
+            // The shaper's rate moves with the host (a flood at `up` read a 20 Mbit/s link at
+            // 17.4 while the cells after it ran at ~20): each cell's truth subtracts from a
+            // reading taken just before its cross traffic starts.
+            let cell_cap = tb.measure_capacity()?;
+            if (cell_cap.bps() - tb.capacity().bps()).abs() > SHORTFALL_WARN * tb.capacity().bps() {
+                hooks.say(&format!(
+                    "\n{cap} Mbit/s {kind}: the link drains {:.2} Mbit/s now, {:.2} at up; this cell's truth uses now\n",
+                    cell_cap.bps() / 1e6,
+                    tb.capacity().bps() / 1e6
+                ));
+            }
+            let sampler = TruthSampler::start_with(&tb, Duration::from_millis(50), cell_cap)?;
             let opts = GenOptions {
                 max_late: cfg.max_late,
                 realtime: cfg.realtime_cross,
@@ -364,7 +376,7 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                             .map(|(e, t)| e.low_bps <= t && t <= e.high_bps),
                         load_avg: load_avg(),
                         final_method: e.map(|e| e.quality.method.to_string()),
-                        capacity_measured_mbit: tb.capacity().measured_bps.map(|b| b / 1e6),
+                        capacity_measured_mbit: cell_cap.measured_bps.map(|b| b / 1e6),
                         drain_mbit: drain.map(|d| d / 1e6),
                         truth_drain_mbit: drain
                             .filter(|_| cross_bps.is_finite())

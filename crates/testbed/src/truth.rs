@@ -6,6 +6,7 @@
 //! linearly interpolated at the window's edges. All byte counts include the 14-byte Ethernet
 //! header, the unit the shaper charges, so capacity and rates are directly comparable.
 
+use crate::capacity::LinkCapacity;
 use crate::counters::{LinkCounters, NetlinkStats, QdiscCounters};
 use crate::topology::{Role, Testbed};
 use crate::Error;
@@ -252,7 +253,7 @@ impl<S> Drop for Periodic<S> {
 /// Reads the counters of a testbed on a fixed period in a background thread.
 pub struct TruthSampler {
     periodic: Periodic<Sample>,
-    capacity: crate::capacity::LinkCapacity,
+    capacity: LinkCapacity,
     origin_ns: u64,
 }
 
@@ -323,6 +324,17 @@ impl TruthSampler {
     /// Start sampling every `interval`; the first sample is taken before this returns and is the
     /// origin of the series.
     pub fn start(tb: &Testbed, interval: Duration) -> Result<TruthSampler, Error> {
+        TruthSampler::start_with(tb, interval, tb.capacity())
+    }
+
+    /// [`TruthSampler::start`] with the capacity the truth subtracts from given: a reading
+    /// taken later than `up`'s ([`Testbed::measure_capacity`]), where the shaper's rate moved
+    /// with the host's load.
+    pub fn start_with(
+        tb: &Testbed,
+        interval: Duration,
+        capacity: LinkCapacity,
+    ) -> Result<TruthSampler, Error> {
         let mut counters = CounterSet::open(tb)?;
         let first = counters.sample()?;
         let periodic = Periodic::start("truth", first, first.t_ns, interval, move || {
@@ -330,7 +342,7 @@ impl TruthSampler {
         })?;
         Ok(TruthSampler {
             periodic,
-            capacity: tb.capacity(),
+            capacity,
             origin_ns: first.t_ns,
         })
     }

@@ -85,3 +85,24 @@ fn measured_capacity_is_what_a_saturating_flow_gets() {
         }
     })
 }
+
+/// A later reading of the link can replace `up`'s as the truth's C (`mgrp bench accuracy` takes
+/// one before each cell): on an idle link A is that capacity, not `up`'s.
+#[test]
+fn the_truth_subtracts_from_the_capacity_it_is_given() {
+    use mgrp_testbed::{LinkCapacity, TruthSampler};
+    use std::time::Duration;
+    let tb = testbed(20.0);
+    let given = LinkCapacity {
+        measured_bps: Some(12e6),
+        ..tb.capacity()
+    };
+    let sampler = TruthSampler::start_with(&tb, Duration::from_millis(50), given).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let truth = sampler.stop().unwrap();
+    assert_eq!(truth.capacity_bps, 12e6);
+    let (first, last) = (truth.samples[0].t_ns, truth.samples.last().unwrap().t_ns);
+    let idle = truth.window(first, last).unwrap();
+    // Nothing crosses an idle link: A is all of the given capacity.
+    assert!((idle.avail_bps - 12e6).abs() < 1.0, "{idle:?}");
+}
