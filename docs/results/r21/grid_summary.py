@@ -2,7 +2,7 @@
 """Issue 20's figures per cross kind from `mgrp bench accuracy` JSON files (auto runs):
 median / p90 / worst error, runs > 50% off, coverage at the stated scale, final time and
 bytes; then stated confidence against the share held, per stated value.
-Usage: grid_summary.py FILE.json [FILE.json ...]"""
+Usage: grid_summary.py FILE.json[:C] [...] (":C" keeps only the runs at C Mbit/s)"""
 import collections, json, sys
 
 
@@ -16,7 +16,12 @@ def q(v, p):
     return v[lo] + (v[hi] - v[lo]) * (h - lo)
 
 
-runs = [r for f in sys.argv[1:] for r in json.load(open(f)) if r["method"] == "auto"]
+def load(arg):
+    path, _, cap = arg.partition(":")
+    return [r for r in json.load(open(path)) if not cap or r["capacity_mbit"] == float(cap)]
+
+
+runs = [r for a in sys.argv[1:] for r in load(a) if r["method"] == "auto"]
 by = collections.defaultdict(list)
 for r in runs:
     by[(r["capacity_mbit"], r["kind"])].append(r)
