@@ -2474,20 +2474,30 @@ mod tests {
         }
     }
 
-    /// Refinement against the fixed ± margin, with parameters from the environment.
-    #[test]
-    #[ignore]
-    fn study_refine() {
+    /// The defaults with the studies' knobs from the environment: MIN_MARGIN, SHRINK, NUDGE,
+    /// BELOW, CONFIRM, DETECT_MTUS, MARGIN, MIN_RISE.
+    fn params_from_env() -> TrackParams {
         let var = |k: &str, d: f64| std::env::var(k).map_or(d, |v| v.parse().unwrap());
         let d = TrackParams::default();
-        let tp = TrackParams {
+        TrackParams {
             min_margin: var("MIN_MARGIN", d.min_margin),
             shrink: var("SHRINK", d.shrink),
             nudge: var("NUDGE", d.nudge),
             below_every: var("BELOW", d.below_every as f64) as u32,
             confirm: var("CONFIRM", d.confirm as f64) as u32,
+            detect_mtus: var("DETECT_MTUS", d.detect_mtus),
+            margin: var("MARGIN", d.margin),
+            min_rise_mtus: var("MIN_RISE", d.min_rise_mtus),
             ..d
-        };
+        }
+    }
+
+    /// Refinement against the fixed ± margin, with parameters from the environment.
+    #[test]
+    #[ignore]
+    fn study_refine() {
+        let var = |k: &str, d: f64| std::env::var(k).map_or(d, |v| v.parse().unwrap());
+        let tp = params_from_env();
         let old = TrackParams {
             refine: false,
             below_every: 1,
@@ -3192,23 +3202,15 @@ mod tests {
     }
 
     /// Check size against step-following at 20 Mbit/s (issue 13, round 21): the variant from
-    /// the environment (`DETECT_MTUS`, `MARGIN`, `MIN_RISE`, `BELOW`, `CONFIRM`) against the
-    /// defaults. Per arm: steps after the acquisition (8 phases × the STEP patterns) median /
+    /// the environment ([`params_from_env`]: `DETECT_MTUS`, `MARGIN`, `MIN_RISE`, …) against
+    /// the defaults. Per arm: steps after the acquisition (8 phases × the STEP patterns) median /
     /// p90 / worst and the share followed within 2 s; pooled median / p90 error, load and
     /// phase starts on CBR, Poisson and on/off (`SEEDS` seeds × 120 s).
     #[test]
     #[ignore]
     fn study_check_size() {
         let var = |k: &str, d: f64| std::env::var(k).map_or(d, |v| v.parse().unwrap());
-        let d = TrackParams::default();
-        let tp = TrackParams {
-            detect_mtus: var("DETECT_MTUS", d.detect_mtus),
-            margin: var("MARGIN", d.margin),
-            min_rise_mtus: var("MIN_RISE", d.min_rise_mtus),
-            below_every: var("BELOW", d.below_every as f64) as u32,
-            confirm: var("CONFIRM", d.confirm as f64) as u32,
-            ..d
-        };
+        let (d, tp) = (TrackParams::default(), params_from_env());
         let seeds = var("SEEDS", 8.0) as u64;
         for (name, p) in [("default", d), ("variant", tp)] {
             let mut later = Vec::new();

@@ -112,8 +112,8 @@ pub struct Run {
 
 /// Elastic kinds wait this long with no probes before each run ...
 pub const UNPROBED_WAIT: Duration = Duration::from_millis(1000);
-/// ... and the truth without probes is A over the last this much of the wait (the flows have
-/// had an RTT's worth of it to take back what the last run's probes held).
+/// ... and the truth without probes is A over the last this much of the wait (the half before
+/// it, many RTTs, lets the flows take back what the last run's probes held).
 pub const UNPROBED_WINDOW: Duration = Duration::from_millis(500);
 
 /// Cross traffic that yields to probes: TCP flows, bulk or web-like.
@@ -308,7 +308,7 @@ pub fn run(cfg: &AccuracyConfig, hooks: Hooks) -> Result<Vec<Run>> {
                     let o = worker
                         .ask(method, Duration::from_secs(60))?
                         .map_err(Error::Worker)?;
-                    let cross_retransmits = quiet.map(|_| retransmits() - r0);
+                    let cross_retransmits = quiet.map(|_| retransmits().saturating_sub(r0));
                     // The truth over the method's run, at least its last 500 ms (shorter windows
                     // would be interpolated between a couple of samples); wait for a sample past
                     // its end.

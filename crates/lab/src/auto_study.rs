@@ -226,8 +226,8 @@ fn auto_study() {
         eprintln!(
             "  truth before the run (no probes) {:.1}; cross retransmits/s: idle {:.1}, probed {:.1}",
             idle_truth / 1e6,
-            (r1 - r0) as f64 / idle.as_secs_f64().max(1e-3),
-            (r2 - r1) as f64 / ((end - start) as f64 / 1e9).max(1e-3)
+            r1.saturating_sub(r0) as f64 / idle.as_secs_f64().max(1e-3),
+            r2.saturating_sub(r1) as f64 / ((end - start) as f64 / 1e9).max(1e-3)
         );
         for l in lines {
             eprintln!("{l}");
