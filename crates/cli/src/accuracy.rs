@@ -25,6 +25,7 @@ pub fn run(b: AccuracyBench) -> Result<()> {
         drain_after: b.drain_after,
         realtime_cross: b.realtime_cross,
         cross_spin: b.cross_spin,
+        trace: b.trace,
     };
     let runs = mgrp_lab::accuracy::run(&cfg, crate::signals::hooks())?;
     let json = serde_json::to_string_pretty(&runs)?;
@@ -104,6 +105,9 @@ fn reliability(out: &mut String, runs: &[Run], methods: &[String]) {
     }
 }
 
+/// Host steal (a share of a CPU's time over a run) from which the header counts the run.
+const STEAL_NOTE: f64 = 0.02;
+
 /// Whether the range held the truth at the stated time scale, or over the run without one.
 fn held(r: &Run) -> Option<bool> {
     r.covered_scale.or(r.covered)
@@ -112,6 +116,11 @@ fn held(r: &Run) -> Option<bool> {
 fn table(out: &mut String, runs: &[Run], methods: &[String]) {
     let loads: Vec<f64> = runs.iter().filter_map(|r| r.load_avg).collect();
     w!(out, "{} runs; host load average (1 min) at the end of each run: median {:.1}, max {:.1} (other work shares this machine).\n", runs.len(), q(loads.clone(), 0.5), q(loads, 1.0));
+    let steal: Vec<f64> = runs.iter().filter_map(|r| r.host_steal).collect();
+    if !steal.is_empty() {
+        let stolen = steal.iter().filter(|s| **s >= STEAL_NOTE).count();
+        w!(out, "CPU time the hypervisor took during each run (the CPU it took most from): median {:.1}%, max {:.1}%; {stolen} of {} runs at {:.0}% or more, where runs read worse (docs/results/r22).\n", q(steal.clone(), 0.5) * 100.0, q(steal.clone(), 1.0) * 100.0, steal.len(), STEAL_NOTE * 100.0);
+    }
     w!(out, "Per method over the whole grid (error = |estimate − truth| / max(truth, 5% C); times from the start, capacity phase included):");
     w!(out, "| method | runs | median err | p90 err | worst err | range held truth | held at stated scale | first (median s) | final (median s) | bytes (median kB) | bytes / slops-slow | converged |");
     w!(
@@ -159,16 +168,17 @@ fn table(out: &mut String, runs: &[Run], methods: &[String]) {
     }
     reliability(out, runs, methods);
     w!(out, "\nPer cell (medians over reps; held = ranges that held the truth over the run / at the stated time scale; worst = largest error):");
-    w!(out, "| C | cross | load | method | runs | estimate | truth | err | p90 err | worst | held (run) | held (scale) | confidence | scale ms | final s | kB |");
+    w!(out, "| C | cross | load | method | runs | estimate | truth | err | p90 err | worst | err (scale) | p90 (scale) | held (run) | held (scale) | confidence | scale ms | final s | kB |");
     w!(
         out,
-        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for ((c, kind, load, m), r) in cells(runs.iter()) {
         let errs: Vec<f64> = r.iter().filter_map(|r| r.rel_error).collect();
+        let scaled: Vec<f64> = r.iter().filter_map(|r| r.rel_error_scale).collect();
         w!(
             out,
-            "| {c} | {kind} | {} | {m} | {} | {:.2} | {:.2} | {:.1}% | {:.1}% | {:.1}% | {} | {} | {:.2} | {:.0} | {:.2} | {:.0} |",
+            "| {c} | {kind} | {} | {m} | {} | {:.2} | {:.2} | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {} | {} | {:.2} | {:.0} | {:.2} | {:.0} |",
             load.map(|l| format!("{l}%")).unwrap_or_else(|| "—".into()),
             r.len(),
             q(r.iter().filter_map(|r| r.estimate_mbit).collect(), 0.5),
@@ -176,6 +186,8 @@ fn table(out: &mut String, runs: &[Run], methods: &[String]) {
             q(errs.clone(), 0.5) * 100.0,
             q(errs.clone(), 0.9) * 100.0,
             q(errs, 1.0) * 100.0,
+            q(scaled.clone(), 0.5) * 100.0,
+            q(scaled, 0.9) * 100.0,
             share(r.iter().filter_map(|r| r.covered)),
             share(r.iter().filter_map(|r| r.covered_scale)),
             q(r.iter().filter_map(|r| r.confidence).collect(), 0.5),

@@ -94,6 +94,10 @@ pub struct AccuracyBench {
     /// to the departure; a spinning source takes CPU time from the path's packet processing).
     #[arg(long, default_value = "50us", value_parser = crate::testbed_cmd::duration)]
     pub cross_spin: std::time::Duration,
+    /// Keep every run's trains in the JSON (when each report came in, how long it took, rate,
+    /// probes lost, the estimate after it): where a slow run spent its time.
+    #[arg(long)]
+    pub trace: bool,
     #[arg(long)]
     pub json: bool,
     /// Write the runs' JSON to this file.

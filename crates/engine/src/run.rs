@@ -16,6 +16,15 @@ pub struct Progress {
     pub flagged: bool,
     /// The host stole CPU while this train was out (its estimator sends such trains again).
     pub stolen: bool,
+    /// This train: probes, its planned rate (bit/s on the wire, 0 for a single probe), probes
+    /// lost, and how long sending it and waiting for its report took.
+    pub probes: usize,
+    pub rate_bps: f64,
+    pub lost: usize,
+    pub train_time: Duration,
+    /// Arrivals closer than the bottleneck (the estimator's capacity, once it has one) can
+    /// deliver them ([`mgrp_estimate::TrainResult::compressed_pairs`]).
+    pub compressed: usize,
 }
 
 /// Run `est` until it is done, `deadline` passes or `stop()` says so, calling `progress` after
@@ -33,12 +42,17 @@ pub fn run_estimator(
         let now = mgrp_clock::now_ns();
         match est.poll_train(now) {
             Some(req) => {
+                let sent_at = Instant::now();
                 let r = session.send_train(&req)?;
+                let train_time = sent_at.elapsed();
                 trains += 1;
                 // What left: probes an elastic train left out were never sent (a schedule
                 // that paid for them paced elastic rounds ~3× slower than their bytes).
                 let skipped = r.riders.map_or(0, |x| x.skipped_bytes);
                 bytes += req.bytes().saturating_sub(skipped);
+                let compressed = est
+                    .capacity()
+                    .map_or(0, |c| r.compressed_pairs(c.value_bps));
                 let now = mgrp_clock::now_ns();
                 est.handle_train(now, &r);
                 if !est.is_done() {
@@ -52,6 +66,11 @@ pub fn run_estimator(
                     estimate: est.estimate(),
                     flagged: r.stats.flagged,
                     stolen: r.stats.stolen(),
+                    probes: req.probes.len(),
+                    rate_bps: planned_rate_bps(&req),
+                    lost: r.lost(),
+                    train_time,
+                    compressed,
                 });
             }
             None => {
@@ -65,6 +84,22 @@ pub fn run_estimator(
     // Riders held for a next train that will not come leave now, not after T.
     session.release_riders();
     Ok(est.estimate())
+}
+
+/// A train's mean rate on the wire from its first probe to its last (0 for one probe).
+fn planned_rate_bps(spec: &mgrp_estimate::TrainSpec) -> f64 {
+    let ns = spec.planned_ns();
+    let bits: f64 = spec
+        .probes
+        .iter()
+        .skip(1)
+        .map(|p| mgrp_estimate::wire_bits(p.size))
+        .sum();
+    if ns == 0 {
+        0.0
+    } else {
+        bits / ns as f64 * 1e9
+    }
 }
 
 /// What a TCP-available run measured.

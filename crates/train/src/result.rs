@@ -377,6 +377,27 @@ impl TrainResult {
             .collect()
     }
 
+    /// Consecutive arrivals closer together than half the later probe's service time at
+    /// `capacity_bps`: closer than the bottleneck can deliver them, so something after it (a
+    /// receiver's CPU held off, then stamping a batch) compressed them. A stall that batched
+    /// stamps leaves this mark; one that did not touch the arrivals leaves none.
+    pub fn compressed_pairs(&self, capacity_bps: f64) -> usize {
+        if capacity_bps.is_nan() || capacity_bps <= 0.0 {
+            return 0;
+        }
+        let rx: Vec<(u64, u16)> = self
+            .probes
+            .iter()
+            .filter_map(|p| Some((p.rx_ns?.0, p.rx_size.unwrap_or(p.size))))
+            .collect();
+        rx.windows(2)
+            .filter(|w| {
+                let service_ns = crate::wire_bits(w[1].1) * 1e9 / capacity_bps;
+                (w[1].0.saturating_sub(w[0].0) as f64) < 0.5 * service_ns
+            })
+            .count()
+    }
+
     /// Probes sent and not received.
     pub fn lost(&self) -> usize {
         self.probes
@@ -474,6 +495,43 @@ mod tests {
         let r = TrainResult::assemble(4, "p".into(), &spec, start, &failed, Some((&rx, true)));
         assert_eq!((r.stats.sent, r.stats.send_errors), (3, 1));
         assert!(r.stats.flagged && r.stats.report_truncated);
+    }
+
+    /// 1000-byte probes take 422 µs each at 20 Mbit/s (1054 bytes on the wire): arrivals that
+    /// far apart or more are what the bottleneck delivers; a receiver that stamps a batch after
+    /// a stall puts them microseconds apart.
+    #[test]
+    fn arrivals_closer_than_the_bottleneck_delivers_are_counted() {
+        let spec = TrainSpec::uniform(6, 1000, 500_000);
+        let start = MonoNs(0);
+        let sent = sends(
+            start,
+            &[0, 500_000, 1_000_000, 1_500_000, 2_000_000, 2_500_000],
+        );
+        let assemble = |rx: &[u64]| {
+            let a: Vec<Arrival> = rx
+                .iter()
+                .enumerate()
+                .map(|(i, t)| arrival(i as u16, *t))
+                .collect();
+            TrainResult::assemble(1, "p".into(), &spec, start, &sent, Some((&a, false)))
+        };
+        // Spaced by the queue (422 µs apart: back to back at the bottleneck) or by the sender.
+        let paced = assemble(&[0, 500_000, 922_000, 1_344_000, 1_900_000, 2_500_000]);
+        assert_eq!(paced.compressed_pairs(20e6), 0);
+        // The last four stamped together after a 1.5 ms stall.
+        let batched = assemble(&[0, 500_000, 2_600_000, 2_603_000, 2_605_000, 2_608_000]);
+        assert_eq!(batched.compressed_pairs(20e6), 3);
+        // A faster bottleneck delivers them closer: 2–3 µs apart is still too close at 1 Gbit/s
+        // (8.4 µs a probe), 422 µs is not.
+        assert_eq!(batched.compressed_pairs(1e9), 3);
+        assert_eq!(paced.compressed_pairs(1e9), 0);
+        // A lost probe between two arrivals: the pair is the ones that arrived.
+        let mut lost = assemble(&[0, 500_000, 922_000, 1_344_000, 1_900_000, 2_500_000]);
+        lost.probes[2].rx_ns = None;
+        assert_eq!(lost.compressed_pairs(20e6), 0);
+        assert_eq!(paced.compressed_pairs(0.0), 0);
+        assert_eq!(paced.compressed_pairs(f64::NAN), 0);
     }
 
     /// The pacing bench's case: a 100 µs-gap train of 100 probes with one probe 60 µs late (an
