@@ -14,7 +14,8 @@ pub struct Progress {
     pub elapsed: Duration,
     pub estimate: Option<Estimate>,
     pub flagged: bool,
-    /// The host stole CPU while this train was out (its estimator sends such trains again).
+    /// The host stole CPU while this train was out (SLoPS sends such a stream again when the
+    /// stall batched its stamps: `compressed` below).
     pub stolen: bool,
     /// This train: probes, its planned rate (bit/s on the wire, 0 for a single probe), probes
     /// lost, and how long sending it and waiting for its report took.

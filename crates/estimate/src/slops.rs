@@ -767,7 +767,7 @@ impl Estimator for Slops {
         // A stream the host stole CPU from is sent again whatever it read if the stall batched
         // its receive stamps (arrivals closer than the link delivers them), which reads as any
         // trend. One that left the arrivals as the link spaced them is judged as it reads: on a
-        // host that steals a few % of each CPU nearly every stream of 50 ms or more sees a
+        // host that steals a few % of each CPU nearly every stream of 80 ms or more sees a
         // tick of steal, and sending them all again cost up to 4× (2026-12-07, docs/estimators.md).
         let stolen = obs.stats.stolen() && obs.compressed_pairs(self.p.max_rate) > 0;
         if (stolen || stream_mispaced(obs)) && self.resends < MAX_RESENDS {

@@ -2,8 +2,8 @@
 """Issue 20's figures per cross kind from `mgrp bench accuracy` JSON files (auto runs):
 median / p90 / worst error, runs > 50% off, the same against the truth at the stated time scale, coverage at the stated scale, final time and
 bytes; then stated confidence against the share held, per stated value.
-Usage: grid_summary.py FILE.json[:C] [...] (":C" keeps only the runs at C Mbit/s)"""
-import collections, json, sys
+Usage: grid_summary.py FILE.json[:C] [...] (".json.gz" too; ":C" keeps only the runs at C Mbit/s)"""
+import collections, gzip, json, sys
 
 
 def q(v, p):
@@ -18,7 +18,8 @@ def q(v, p):
 
 def load(arg):
     path, _, cap = arg.partition(":")
-    return [r for r in json.load(open(path)) if not cap or r["capacity_mbit"] == float(cap)]
+    f = gzip.open(path) if path.endswith(".gz") else open(path)
+    return [r for r in json.load(f) if not cap or r["capacity_mbit"] == float(cap)]
 
 
 def scale_error(r):
