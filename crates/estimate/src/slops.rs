@@ -282,8 +282,14 @@ fn send_ratio(obs: &TrainResult) -> Option<f64> {
 }
 
 /// The stream's actual send duration strayed more than 5% from the planned one.
-fn stream_mispaced(obs: &TrainResult) -> bool {
+pub(crate) fn stream_mispaced(obs: &TrainResult) -> bool {
     send_ratio(obs).is_none_or(|r| (r - 1.0).abs() > 0.05)
+}
+
+/// The host stole CPU while the stream was out and the stall batched its receive stamps
+/// (arrivals closer than a link of `capacity_bps` delivers them): its trend reads as any.
+pub(crate) fn stream_stolen(obs: &TrainResult, capacity_bps: f64) -> bool {
+    obs.stats.stolen() && obs.compressed_pairs(capacity_bps) > 0
 }
 
 impl Slops {
@@ -769,7 +775,7 @@ impl Estimator for Slops {
         // trend. One that left the arrivals as the link spaced them is judged as it reads: on a
         // host that steals a few % of each CPU nearly every stream of 80 ms or more sees a
         // tick of steal, and sending them all again cost up to 4× (2026-12-07, docs/estimators.md).
-        let stolen = obs.stats.stolen() && obs.compressed_pairs(self.p.max_rate) > 0;
+        let stolen = stream_stolen(obs, self.p.max_rate);
         if (stolen || stream_mispaced(obs)) && self.resends < MAX_RESENDS {
             let slower = send_ratio(obs).is_some_and(|r| r >= 1.0);
             let usable = !stolen

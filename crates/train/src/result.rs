@@ -385,17 +385,20 @@ impl TrainResult {
         if capacity_bps.is_nan() || capacity_bps <= 0.0 {
             return 0;
         }
-        let rx: Vec<(u64, u16)> = self
+        let mut rx = self
             .probes
             .iter()
-            .filter_map(|p| Some((p.rx_ns?.0, p.rx_size.unwrap_or(p.size))))
-            .collect();
-        rx.windows(2)
-            .filter(|w| {
-                let service_ns = crate::wire_bits(w[1].1) * 1e9 / capacity_bps;
-                (w[1].0.saturating_sub(w[0].0) as f64) < 0.5 * service_ns
-            })
-            .count()
+            .filter_map(|p| Some((p.rx_ns?.0, p.rx_size.unwrap_or(p.size))));
+        let Some(mut prev) = rx.next() else {
+            return 0;
+        };
+        rx.filter(|&(at, size)| {
+            let service_ns = crate::wire_bits(size) * 1e9 / capacity_bps;
+            let close = (at.saturating_sub(prev.0) as f64) < 0.5 * service_ns;
+            prev = (at, size);
+            close
+        })
+        .count()
     }
 
     /// Probes sent and not received.
