@@ -91,6 +91,10 @@ pub struct TimeAvgParams {
     /// a time average's streams bore both marks and the area read low, CBR at 75% of
     /// 20 Mbit/s 0.3–2.0 Mbit/s where A was 4.4 (`docs/results/r23/README.md`).
     pub drop_spoiled: bool,
+    /// How far above A, as a share of δ, a stream passes for flat: the area is corrected down
+    /// by this much of δ wherever the top strata rose ([`TimeAvg::area`]). ¾ on the fluid
+    /// model; on the testbed ½ (`docs/results/r23/README.md`).
+    pub flat_slack: f64,
 }
 
 impl TimeAvgParams {
@@ -120,6 +124,7 @@ impl TimeAvgParams {
             plateau_rises: false,
             budget_ns: None,
             drop_spoiled: true,
+            flat_slack: 0.75,
         }
     }
 }
@@ -382,13 +387,13 @@ impl TimeAvg {
                 .map(|(_, s)| (c * s * 0.5).powi(2))
                 .sum::<f64>()
         };
-        // A stream less than about ¾δ above A passes for flat (its queue stays under the trend
-        // test's threshold): the area reads high by up to that much wherever some higher rate
-        // rose. Corrected by ¾δ times the share of the top strata that rose (none on an idle
-        // path); the range keeps the whole correction's width below as well.
+        // A stream less than about `flat_slack`·δ above A passes for flat (its queue stays
+        // under the trend test's threshold): the area reads high by up to that much wherever
+        // some higher rate rose. Corrected by that much times the share of the top strata that
+        // rose (none on an idle path); the range keeps the whole correction's width below too.
         let top = x.len().min(4);
         let rose = 1.0 - x[x.len() - top..].iter().sum::<f64>() / top as f64;
-        let b = 0.75 * self.delta() * rose;
+        let b = self.p.flat_slack * self.delta() * rose;
         let half = self.p.z * var.sqrt() + w / 2.0;
         (
             (area - 2.0 * b - half).max(0.0),
