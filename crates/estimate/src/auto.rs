@@ -84,7 +84,7 @@ pub struct AutoParams {
     /// detect delay (2 MTU times) at δ above A builds the trend test's least rise (1 MTU
     /// time) at δ/2. On the testbed's quiet runs (round 22's files) ½ read 20 Mbit/s time
     /// averages at 11.6% median error against 15.6% for ¾, 100 Mbit/s at 4.9% against 6.3%;
-    /// the fluid model's calibration had ¾.
+    /// the fluid model's calibration had ¾ (`docs/results/r23/README.md`).
     pub timeavg_flat_slack: f64,
     /// A search stream reads "increasing" only if its delays rose by at least this share of
     /// the queue its sizing excess would build (the detect delay above,

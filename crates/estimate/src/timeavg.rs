@@ -88,8 +88,8 @@ pub struct TimeAvgParams {
     /// when its stream cannot be trusted: its departures strayed from the plan, or the host
     /// stole CPU while it was out and the stall batched its receive stamps. `false`: every
     /// stream is judged as it reads (before round 23). Why: in steal episodes up to 80% of
-    /// a time average's streams bore both marks and the area read low, CBR at 75% of
-    /// 20 Mbit/s 0.3–2.0 Mbit/s where A was 4.4 (`docs/results/r23/README.md`).
+    /// a time average's streams were stolen with batched stamps and the area read low, CBR
+    /// at 75% of 20 Mbit/s 0.0–2.5 Mbit/s where A was 3.6–4.4 (`docs/results/r23/README.md`).
     pub drop_spoiled: bool,
     /// How far above A, as a share of δ, a stream passes for flat: the area is corrected down
     /// by this much of δ wherever the top strata rose ([`TimeAvg::area`]). ¾ on the fluid
