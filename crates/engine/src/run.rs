@@ -68,7 +68,7 @@ pub fn run_estimator(
                     flagged: r.stats.flagged,
                     stolen: r.stats.stolen(),
                     probes: req.probes.len(),
-                    rate_bps: planned_rate_bps(&req),
+                    rate_bps: req.mean_rate_bps(),
                     lost: r.lost(),
                     train_time,
                     compressed,
@@ -85,22 +85,6 @@ pub fn run_estimator(
     // Riders held for a next train that will not come leave now, not after T.
     session.release_riders();
     Ok(est.estimate())
-}
-
-/// A train's mean rate on the wire from its first probe to its last (0 for one probe).
-fn planned_rate_bps(spec: &mgrp_estimate::TrainSpec) -> f64 {
-    let ns = spec.planned_ns();
-    let bits: f64 = spec
-        .probes
-        .iter()
-        .skip(1)
-        .map(|p| mgrp_estimate::wire_bits(p.size))
-        .sum();
-    if ns == 0 {
-        0.0
-    } else {
-        bits / ns as f64 * 1e9
-    }
 }
 
 /// What a TCP-available run measured.

@@ -159,6 +159,17 @@ impl TrainSpec {
     pub fn bytes(&self) -> u64 {
         self.probes.iter().map(|p| p.size as u64).sum()
     }
+
+    /// The planned mean rate on the wire from the first departure to the last (bit/s): every
+    /// probe after the first, over the planned span; 0 for a single probe.
+    pub fn mean_rate_bps(&self) -> f64 {
+        let ns = self.planned_ns();
+        if ns == 0 {
+            return 0.0;
+        }
+        let bits: f64 = self.probes.iter().skip(1).map(|p| wire_bits(p.size)).sum();
+        bits / ns as f64 * 1e9
+    }
 }
 
 /// Departure offsets from the first probe, given each probe's gap since the previous one (the
@@ -211,6 +222,9 @@ mod tests {
         assert_eq!(t.offsets(), vec![0, 10, 20, 30]);
         assert_eq!(t.planned_ns(), 30);
         assert_eq!(t.bytes(), 400);
+        // Three 142-byte frames on the wire in 30 ns; one probe has no rate.
+        assert!((t.mean_rate_bps() - 3.0 * wire_bits(100) / 30e-9).abs() < 1e-3);
+        assert_eq!(TrainSpec::uniform(1, 100, 10).mean_rate_bps(), 0.0);
     }
 
     #[test]
